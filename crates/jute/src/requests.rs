@@ -1,0 +1,570 @@
+//! The body records of client requests, one per record of `zookeeper.jute`.
+//!
+//! Each is a plain struct so the server can match on [`crate::Request`] and
+//! own the fields it needs. Records that ZooKeeper defines several times
+//! with the same fields (`ExistsRequest`, `GetDataRequest`, ...) share one
+//! struct here, with the Java names kept as aliases for readers of the spec.
+//!
+//! Nulls: a null path or data buffer decodes as empty, which is how
+//! ZooKeeper's own handlers end up treating them (or reject them by path
+//! validation). The exception is [`ReconfigRequest`], where ZooKeeper gives
+//! null its own meaning ("not specified").
+
+use bytes::{Bytes, BytesMut};
+
+use crate::codec::{DecodeError, Reader, Record, WriteExt};
+use crate::types::Acl;
+
+/// `create`, `create2` and `createContainer` all carry this record; the
+/// opcode alone says which reply the client expects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateRequest {
+    pub path: String,
+    pub data: Bytes,
+    pub acl: Vec<Acl>,
+    /// Raw [`crate::CreateMode`] flags: an invalid value is the server's
+    /// `BadArguments`, not a reason to drop the connection.
+    pub flags: i32,
+}
+
+impl Record for CreateRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            data: r.read_buffer_or_empty()?,
+            acl: Acl::decode_vec(r)?,
+            flags: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_buffer(&self.data);
+        Acl::encode_vec(&self.acl, buf);
+        buf.write_i32(self.flags);
+    }
+}
+
+/// `createTTL`: a create plus the node's time to live in milliseconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateTTLRequest {
+    pub path: String,
+    pub data: Bytes,
+    pub acl: Vec<Acl>,
+    pub flags: i32,
+    pub ttl: i64,
+}
+
+impl Record for CreateTTLRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            data: r.read_buffer_or_empty()?,
+            acl: Acl::decode_vec(r)?,
+            flags: r.read_i32()?,
+            ttl: r.read_i64()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_buffer(&self.data);
+        Acl::encode_vec(&self.acl, buf);
+        buf.write_i32(self.flags);
+        buf.write_i64(self.ttl);
+    }
+}
+
+/// `delete`; a version of -1 matches any version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteRequest {
+    pub path: String,
+    pub version: i32,
+}
+
+impl Record for DeleteRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            version: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_i32(self.version);
+    }
+}
+
+/// A read that may leave a watch behind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PathAndWatch {
+    pub path: String,
+    pub watch: bool,
+}
+
+pub type ExistsRequest = PathAndWatch;
+pub type GetDataRequest = PathAndWatch;
+pub type GetChildrenRequest = PathAndWatch;
+pub type GetChildren2Request = PathAndWatch;
+
+impl Record for PathAndWatch {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            watch: r.read_bool()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_bool(self.watch);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetDataRequest {
+    pub path: String,
+    pub data: Bytes,
+    pub version: i32,
+}
+
+impl Record for SetDataRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            data: r.read_buffer_or_empty()?,
+            version: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_buffer(&self.data);
+        buf.write_i32(self.version);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetACLRequest {
+    pub path: String,
+}
+
+impl Record for GetACLRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetACLRequest {
+    pub path: String,
+    pub acl: Vec<Acl>,
+    /// Expected `aversion`; -1 matches any.
+    pub version: i32,
+}
+
+impl Record for SetACLRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            acl: Acl::decode_vec(r)?,
+            version: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        Acl::encode_vec(&self.acl, buf);
+        buf.write_i32(self.version);
+    }
+}
+
+/// A version check; meaningful only inside a multi.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckVersionRequest {
+    pub path: String,
+    pub version: i32,
+}
+
+impl Record for CheckVersionRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            version: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_i32(self.version);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncRequest {
+    pub path: String,
+}
+
+impl Record for SyncRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+    }
+}
+
+/// `addAuthInfo`, sent with xid -4. `auth_type` is always 0 from real
+/// clients and ignored by ZooKeeper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthPacket {
+    pub auth_type: i32,
+    pub scheme: String,
+    pub auth: Bytes,
+}
+
+impl Record for AuthPacket {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            auth_type: r.read_i32()?,
+            scheme: r.read_string()?,
+            auth: r.read_buffer_or_empty()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_i32(self.auth_type);
+        buf.write_string(&self.scheme);
+        buf.write_buffer(&self.auth);
+    }
+}
+
+/// Re-registration of one-shot watches after a reconnect, sent with xid -8.
+/// The server fires at once any watch whose node changed after
+/// `relative_zxid`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetWatches {
+    pub relative_zxid: i64,
+    pub data_watches: Vec<String>,
+    pub exist_watches: Vec<String>,
+    pub child_watches: Vec<String>,
+}
+
+impl Record for SetWatches {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            relative_zxid: r.read_i64()?,
+            data_watches: r.read_string_vec()?,
+            exist_watches: r.read_string_vec()?,
+            child_watches: r.read_string_vec()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_i64(self.relative_zxid);
+        buf.write_string_vec(&self.data_watches);
+        buf.write_string_vec(&self.exist_watches);
+        buf.write_string_vec(&self.child_watches);
+    }
+}
+
+/// [`SetWatches`] plus the persistent watches added in 3.6.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetWatches2 {
+    pub relative_zxid: i64,
+    pub data_watches: Vec<String>,
+    pub exist_watches: Vec<String>,
+    pub child_watches: Vec<String>,
+    pub persistent_watches: Vec<String>,
+    pub persistent_recursive_watches: Vec<String>,
+}
+
+impl Record for SetWatches2 {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            relative_zxid: r.read_i64()?,
+            data_watches: r.read_string_vec()?,
+            exist_watches: r.read_string_vec()?,
+            child_watches: r.read_string_vec()?,
+            persistent_watches: r.read_string_vec()?,
+            persistent_recursive_watches: r.read_string_vec()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_i64(self.relative_zxid);
+        buf.write_string_vec(&self.data_watches);
+        buf.write_string_vec(&self.exist_watches);
+        buf.write_string_vec(&self.child_watches);
+        buf.write_string_vec(&self.persistent_watches);
+        buf.write_string_vec(&self.persistent_recursive_watches);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddWatchRequest {
+    pub path: String,
+    /// Raw [`crate::AddWatchMode`].
+    pub mode: i32,
+}
+
+impl Record for AddWatchRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            mode: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_i32(self.mode);
+    }
+}
+
+/// `checkWatches` and `removeWatches` share this shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchesRequest {
+    pub path: String,
+    /// Raw [`crate::WatcherType`].
+    pub watcher_type: i32,
+}
+
+pub type RemoveWatchesRequest = WatchesRequest;
+pub type CheckWatchesRequest = WatchesRequest;
+
+impl Record for WatchesRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+            watcher_type: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_i32(self.watcher_type);
+    }
+}
+
+/// The session's ephemeral nodes under `prefix` ("/" or empty for all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetEphemeralsRequest {
+    pub prefix: String,
+}
+
+impl Record for GetEphemeralsRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            prefix: r.read_string()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.prefix);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetAllChildrenNumberRequest {
+    pub path: String,
+}
+
+impl Record for GetAllChildrenNumberRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_string()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+    }
+}
+
+/// One step of a SASL exchange from the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetSASLRequest {
+    pub token: Bytes,
+}
+
+impl Record for GetSASLRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            token: r.read_buffer_or_empty()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_buffer(&self.token);
+    }
+}
+
+/// Dynamic reconfiguration. Null and empty differ here: ZooKeeper takes
+/// `new_members` when it is non-null and only then ignores the incremental
+/// lists, so all three keep their nullness.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconfigRequest {
+    pub joining_servers: Option<String>,
+    pub leaving_servers: Option<String>,
+    pub new_members: Option<String>,
+    /// -1 means "whatever the current config is".
+    pub cur_config_id: i64,
+}
+
+impl Record for ReconfigRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            joining_servers: r.read_opt_string()?,
+            leaving_servers: r.read_opt_string()?,
+            new_members: r.read_opt_string()?,
+            cur_config_id: r.read_i64()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_opt_string(self.joining_servers.as_deref());
+        buf.write_opt_string(self.leaving_servers.as_deref());
+        buf.write_opt_string(self.new_members.as_deref());
+        buf.write_i64(self.cur_config_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn create_round_trips(v in arb_create_request()) {
+            prop_assert_eq!(round_trip(&v), v);
+        }
+
+        #[test]
+        fn create_ttl_round_trips(v in arb_create_ttl_request()) {
+            prop_assert_eq!(round_trip(&v), v);
+        }
+
+        #[test]
+        fn small_records_round_trip(path in arb_string(), n: i32, b: bool) {
+            let v = DeleteRequest { path: path.clone(), version: n };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = PathAndWatch { path: path.clone(), watch: b };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetACLRequest { path: path.clone() };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = CheckVersionRequest { path: path.clone(), version: n };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = SyncRequest { path: path.clone() };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = AddWatchRequest { path: path.clone(), mode: n };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = WatchesRequest { path: path.clone(), watcher_type: n };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetEphemeralsRequest { prefix: path.clone() };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetAllChildrenNumberRequest { path: path.clone() };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetSASLRequest { token: Bytes::from(path.clone().into_bytes()) };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = AuthPacket { auth_type: n, scheme: path.clone(), auth: Bytes::from(path.into_bytes()) };
+            prop_assert_eq!(round_trip(&v), v);
+        }
+
+        #[test]
+        fn set_data_round_trips(v in arb_set_data_request()) {
+            prop_assert_eq!(round_trip(&v), v);
+        }
+
+        #[test]
+        fn set_acl_round_trips(v in arb_set_acl_request()) {
+            prop_assert_eq!(round_trip(&v), v);
+        }
+
+        #[test]
+        fn set_watches_round_trip(v in arb_set_watches2()) {
+            prop_assert_eq!(round_trip(&v), v.clone());
+            let v1 = SetWatches {
+                relative_zxid: v.relative_zxid,
+                data_watches: v.data_watches,
+                exist_watches: v.exist_watches,
+                child_watches: v.child_watches,
+            };
+            prop_assert_eq!(round_trip(&v1), v1);
+        }
+
+        #[test]
+        fn reconfig_round_trips(v in arb_reconfig_request()) {
+            prop_assert_eq!(round_trip(&v), v);
+        }
+    }
+
+    #[test]
+    fn forged_acl_count_is_rejected() {
+        let mut buf = BytesMut::new();
+        buf.write_string("/a");
+        buf.write_buffer(b"x");
+        buf.write_i32(i32::MAX); // ACL count
+        buf.write_i32(0);
+        assert!(matches!(
+            CreateRequest::from_bytes(buf.freeze()),
+            Err(DecodeError::LengthBeyondFrame { .. })
+        ));
+
+        let mut buf = BytesMut::new();
+        buf.write_string("/a");
+        buf.write_i32(-5); // ACL count
+        assert_eq!(
+            SetACLRequest::from_bytes(buf.freeze()),
+            Err(DecodeError::NegativeLength(-5))
+        );
+    }
+
+    #[test]
+    fn forged_watch_list_count_is_rejected() {
+        let mut buf = BytesMut::new();
+        buf.write_i64(0);
+        buf.write_i32(3);
+        buf.write_string("/a");
+        buf.write_i32(1 << 28);
+        assert!(SetWatches::from_bytes(buf.freeze()).is_err());
+    }
+
+    #[test]
+    fn null_lists_and_buffers_read_as_empty() {
+        let mut buf = BytesMut::new();
+        buf.write_opt_string(None);
+        buf.write_opt_buffer(None);
+        buf.write_i32(-1); // null ACL list
+        buf.write_i32(0);
+        let req = CreateRequest::from_bytes(buf.freeze()).unwrap();
+        assert_eq!(req.path, "");
+        assert!(req.data.is_empty());
+        assert!(req.acl.is_empty());
+    }
+
+    #[test]
+    fn reconfig_keeps_nulls() {
+        let v = ReconfigRequest {
+            joining_servers: None,
+            leaving_servers: Some(String::new()),
+            new_members: None,
+            cur_config_id: -1,
+        };
+        let bytes = v.to_bytes();
+        assert_eq!(&bytes[..8], &[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]);
+        assert_eq!(ReconfigRequest::from_bytes(bytes).unwrap(), v);
+    }
+}
