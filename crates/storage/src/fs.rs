@@ -1,0 +1,135 @@
+//! The file seam: every byte this crate reads or writes goes through
+//! [`FileSystem`], so tests can wrap [`StdFs`] to fail an fsync, cut a write
+//! short, or corrupt what is read.
+//!
+//! The surface is deliberately narrow: the handful of calls the log and the
+//! snapshot store need, with the durability meaning of each spelled out.
+
+use std::fmt::Debug;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek};
+use std::path::Path;
+
+/// A file opened for reading, positioned at its start.
+pub trait ReadableFile: Read + Seek + Send {}
+
+impl<T: Read + Seek + Send> ReadableFile for T {}
+
+/// A file opened for writing.
+pub trait WritableFile: Send + Debug {
+    /// Writes all of `buf` at byte offset `offset` of the file (a file offset,
+    /// not an index). A failure may leave any prefix of `buf` written.
+    fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()>;
+    /// Truncates or extends (with zeros) the file to `len` bytes.
+    fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// `fdatasync`: the data written so far, and the file size, are durable on return.
+    fn sync_data(&mut self) -> io::Result<()>;
+    /// `fsync`: data and all metadata are durable on return.
+    fn sync_all(&mut self) -> io::Result<()>;
+}
+
+/// The directory and file operations this crate uses.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates `dir` and its missing parents.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+    /// The names of the entries of `dir` (names that are not UTF-8 are left out:
+    /// this crate never creates one).
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+    /// Opens an existing file for reading.
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>>;
+    /// Creates a new file for writing; fails if it exists.
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for writing, without truncating it.
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Atomically renames `from` to `to`, replacing `to`. Durable only after
+    /// [`FileSystem::sync_dir`] of the directory.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Removes a file. Durable only after [`FileSystem::sync_dir`].
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Makes the creations, renames and removals of entries in `dir` durable.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+}
+
+/// The real file system, through `std::fs`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdFs;
+
+#[derive(Debug)]
+struct StdWritableFile {
+    file: File,
+}
+
+impl WritableFile for StdWritableFile {
+    #[cfg(unix)]
+    fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::write_all_at(&self.file, buf, offset)
+    }
+
+    #[cfg(not(unix))]
+    fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        use std::io::{SeekFrom, Write};
+        self.file.seek(SeekFrom::Start(offset))?;
+        self.file.write_all(buf)
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        self.file.sync_all()
+    }
+}
+
+impl FileSystem for StdFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>> {
+        Ok(Box::new(File::open(path)?))
+    }
+
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new().write(true).create_new(true).open(path)?;
+        Ok(Box::new(StdWritableFile { file }))
+    }
+
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        Ok(Box::new(StdWritableFile { file }))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        std::fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        // On Linux a directory opened read-only can be fsynced; that makes its
+        // entries (created, renamed, removed files) durable.
+        File::open(dir)?.sync_all()
+    }
+}
+
+/// `dir`'s parent, if it has a non-empty one (for syncing a new directory's entry).
+pub(crate) fn parent_dir(dir: &Path) -> Option<&Path> {
+    dir.parent().filter(|p| !p.as_os_str().is_empty())
+}

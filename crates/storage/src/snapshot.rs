@@ -1,0 +1,398 @@
+//! Snapshot files: an opaque, possibly multi-gigabyte payload tagged with the
+//! caller's index, written atomically and verified before use.
+//!
+//! # Files
+//!
+//! `snap-<index>.snap` (16 hex digits), written as `snap-<index>.<n>.tmp` and
+//! renamed once complete and synced. Format, integers little-endian:
+//!
+//! ```text
+//! offset 0   8 bytes  SNAPSHOT_MAGIC ("PDKSNP", 0, format version 1)
+//! offset 8   u64      index (must match the file name)
+//! offset 16  payload
+//! then       u64      payload length in bytes
+//!            u32      crc32c of header and payload (everything before this trailer)
+//!            4 bytes  TRAILER_MAGIC ("PDKT")
+//! ```
+//!
+//! # Verification
+//!
+//! [`SnapshotStore::latest`] reads a candidate file once, in full, computing
+//! the checksum as it goes; only if it verifies does it hand out a reader,
+//! over the same open file rewound to the payload. So the caller never sees a
+//! byte of a bad snapshot, at the price of reading each snapshot twice. (The
+//! open handle also keeps the file readable if a concurrent
+//! [`SnapshotStore::save`] prunes it meanwhile.)
+
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tracing::{debug, warn};
+
+use crate::error::{io_context, StorageError};
+use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
+
+const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
+const TRAILER_MAGIC: [u8; 4] = *b"PDKT";
+const HEADER_BYTES: u64 = 16;
+const TRAILER_BYTES: u64 = 16;
+/// Buffer size for streaming snapshot payloads in and out.
+const IO_BUFFER_BYTES: usize = 1 << 20;
+
+/// A reader over a verified snapshot's payload (`Box<dyn Read + Send>`),
+/// buffered; it ends exactly at the payload's end.
+pub type SnapshotReader = Box<dyn Read + Send>;
+
+fn snapshot_name(index: u64) -> String {
+    format!("snap-{index:016x}.snap")
+}
+
+/// The index from a final snapshot file name.
+fn parse_snapshot_name(name: &str) -> Option<u64> {
+    let hex = name.strip_prefix("snap-")?.strip_suffix(".snap")?;
+    if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        u64::from_str_radix(hex, 16).ok()
+    } else {
+        None
+    }
+}
+
+fn is_temp_name(name: &str) -> bool {
+    name.starts_with("snap-") && name.ends_with(".tmp")
+}
+
+/// A directory of snapshots. Safe to share between threads: a background
+/// [`SnapshotStore::save`] may run while [`SnapshotStore::latest`] serves a
+/// reader. Use one `SnapshotStore` per directory (opening one removes the
+/// temp files of saves in progress).
+#[derive(Debug)]
+pub struct SnapshotStore {
+    dir: PathBuf,
+    fs: Arc<dyn FileSystem>,
+    /// Makes temp file names unique among concurrent saves.
+    temp_counter: AtomicU64,
+}
+
+/// Streams into a [`WritableFile`], tracking the byte offset in the file
+/// and the running checksum of everything written.
+struct ChecksummedWriter<'a> {
+    file: &'a mut dyn WritableFile,
+    /// Byte offset in the file of the next write.
+    offset: u64,
+    crc: u32,
+}
+
+impl Write for ChecksummedWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write_all_at(self.offset, buf)?;
+        self.offset += buf.len() as u64;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SnapshotStore {
+    /// Opens (creating) the snapshot directory and removes temp files left by
+    /// saves that a crash interrupted.
+    pub fn open(dir: &Path) -> Result<SnapshotStore, StorageError> {
+        Self::open_with(dir, Arc::new(StdFs))
+    }
+
+    /// [`SnapshotStore::open`] with an explicit file system.
+    pub fn open_with(dir: &Path, fs: Arc<dyn FileSystem>) -> Result<SnapshotStore, StorageError> {
+        fs.create_dir_all(dir).map_err(io_context(|| {
+            format!("creating snapshot directory {}", dir.display())
+        }))?;
+        if let Some(parent) = parent_dir(dir) {
+            fs.sync_dir(parent).map_err(io_context(|| {
+                format!("syncing directory {}", parent.display())
+            }))?;
+        }
+        let store = SnapshotStore {
+            dir: dir.to_path_buf(),
+            fs,
+            temp_counter: AtomicU64::new(0),
+        };
+        let mut removed = false;
+        for name in store.list()? {
+            if is_temp_name(&name) {
+                let path = dir.join(&name);
+                debug!(file = %path.display(), "removing leftover snapshot temp file");
+                store
+                    .fs
+                    .remove_file(&path)
+                    .map_err(io_context(|| format!("removing {}", path.display())))?;
+                removed = true;
+            }
+        }
+        if removed {
+            store.sync_dir()?;
+        }
+        Ok(store)
+    }
+
+    /// Writes the snapshot for `index` (caller's index space): `write` streams
+    /// the payload into a buffered temp file; then the trailer is appended,
+    /// the file fsynced, renamed to its final name, and the directory fsynced.
+    /// Finally only the newest `retain` snapshots (by index) are kept;
+    /// `retain` 0 is taken as 1. Saving an index that exists replaces it.
+    ///
+    /// An error from `write`, or any I/O error, leaves no new snapshot (the
+    /// temp file is removed if possible); older snapshots are untouched.
+    pub fn save(
+        &self,
+        index: u64,
+        retain: usize,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), StorageError> {
+        let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
+        let temp = self.dir.join(format!("snap-{index:016x}.{n}.tmp"));
+        let result = self.write_temp(&temp, index, write);
+        if let Err(e) = result {
+            if let Err(rm) = self.fs.remove_file(&temp) {
+                if rm.kind() != io::ErrorKind::NotFound {
+                    warn!(file = %temp.display(), error = %rm, "could not remove snapshot temp file");
+                }
+            }
+            return Err(e);
+        }
+        let path = self.dir.join(snapshot_name(index));
+        self.fs.rename(&temp, &path).map_err(io_context(|| {
+            format!("renaming {} to {}", temp.display(), path.display())
+        }))?;
+        self.sync_dir()?;
+        debug!(file = %path.display(), index, "saved snapshot");
+        self.prune(retain.max(1));
+        Ok(())
+    }
+
+    /// Writes and fsyncs the complete temp file.
+    fn write_temp(
+        &self,
+        temp: &Path,
+        index: u64,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), StorageError> {
+        let ctx = || format!("writing snapshot {}", temp.display());
+        let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
+        let mut out = BufWriter::with_capacity(
+            IO_BUFFER_BYTES,
+            ChecksummedWriter {
+                file: file.as_mut(),
+                offset: 0,
+                crc: 0,
+            },
+        );
+        out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
+        out.write_all(&index.to_le_bytes())
+            .map_err(io_context(ctx))?;
+        write(&mut out).map_err(io_context(ctx))?;
+        let mut inner = out.into_inner().map_err(|e| StorageError::Io {
+            context: ctx(),
+            source: e.into_error(),
+        })?;
+        let payload_len = inner.offset - HEADER_BYTES;
+        let mut trailer = [0u8; TRAILER_BYTES as usize];
+        trailer[0..8].copy_from_slice(&payload_len.to_le_bytes());
+        trailer[8..12].copy_from_slice(&inner.crc.to_le_bytes());
+        trailer[12..16].copy_from_slice(&TRAILER_MAGIC);
+        inner.write_all(&trailer).map_err(io_context(ctx))?;
+        file.sync_all().map_err(io_context(|| {
+            format!("fsync of snapshot {}", temp.display())
+        }))
+    }
+
+    /// Removes all but the newest `retain` snapshots. Failures only cost disk
+    /// space, so they are logged, not returned.
+    fn prune(&self, retain: usize) {
+        let mut indices = match self.snapshot_indices() {
+            Ok(indices) => indices,
+            Err(e) => {
+                warn!(error = %e, "could not list snapshots to prune old ones");
+                return;
+            }
+        };
+        if indices.len() <= retain {
+            return;
+        }
+        indices.sort_unstable_by(|a, b| b.cmp(a));
+        for index in &indices[retain..] {
+            let path = self.dir.join(snapshot_name(*index));
+            match self.fs.remove_file(&path) {
+                Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "could not remove old snapshot")
+                }
+            }
+        }
+        if let Err(e) = self.sync_dir() {
+            warn!(error = %e, "could not sync the snapshot directory after pruning");
+        }
+    }
+
+    /// The newest snapshot that verifies, as (index in the caller's index
+    /// space, reader over its payload only). A newest snapshot that fails
+    /// verification is skipped with a warning and the next older one tried;
+    /// the caller must then check that its log still reaches back to the
+    /// older index. `Ok(None)` if there is no snapshot at all; if there are
+    /// some and none verifies, the error of the newest is returned (starting
+    /// from nothing would silently lose state).
+    pub fn latest(&self) -> Result<Option<(u64, SnapshotReader)>, StorageError> {
+        let mut indices = self.snapshot_indices()?;
+        indices.sort_unstable_by(|a, b| b.cmp(a));
+        let mut newest_error = None;
+        for index in indices {
+            let path = self.dir.join(snapshot_name(index));
+            match self.verify(&path, index) {
+                Ok(reader) => return Ok(Some((index, reader))),
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "snapshot failed verification; trying an older one");
+                    newest_error.get_or_insert(e);
+                }
+            }
+        }
+        match newest_error {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads `path` once through, checking header, trailer and checksum; on
+    /// success returns a reader over the payload of the same open file.
+    fn verify(&self, path: &Path, index: u64) -> Result<SnapshotReader, StorageError> {
+        let ctx = || format!("reading snapshot {}", path.display());
+        let mut file = self.fs.open_read(path).map_err(io_context(ctx))?;
+        let file_len = file.seek(SeekFrom::End(0)).map_err(io_context(ctx))?;
+        file.seek(SeekFrom::Start(0)).map_err(io_context(ctx))?;
+        let bad = |offset: u64, reason: String| StorageError::Corrupt {
+            file: path.to_path_buf(),
+            offset,
+            reason,
+        };
+        if file_len < HEADER_BYTES + TRAILER_BYTES {
+            return Err(bad(
+                0,
+                format!("file is only {file_len} bytes, too short for a snapshot"),
+            ));
+        }
+        let payload_len = file_len - HEADER_BYTES - TRAILER_BYTES;
+        let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, file);
+        let mut header = [0u8; HEADER_BYTES as usize];
+        reader.read_exact(&mut header).map_err(io_context(ctx))?;
+        if header[0..8] != SNAPSHOT_MAGIC {
+            return Err(bad(
+                0,
+                "missing or unknown snapshot header (not a Paddock snapshot, or written by an \
+                 incompatible version)"
+                    .to_string(),
+            ));
+        }
+        let mut crc = crc32c::crc32c(&header);
+        let mut remaining = payload_len;
+        while remaining > 0 {
+            let chunk = reader.fill_buf().map_err(io_context(ctx))?;
+            if chunk.is_empty() {
+                return Err(StorageError::Io {
+                    context: ctx(),
+                    source: io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the file shrank while being read",
+                    ),
+                });
+            }
+            let n = chunk
+                .len()
+                .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+            crc = crc32c::crc32c_append(crc, &chunk[..n]);
+            reader.consume(n);
+            remaining -= n as u64;
+        }
+        let mut trailer = [0u8; TRAILER_BYTES as usize];
+        reader.read_exact(&mut trailer).map_err(io_context(ctx))?;
+        let trailer_at = HEADER_BYTES + payload_len;
+        if trailer[12..16] != TRAILER_MAGIC {
+            return Err(bad(
+                trailer_at,
+                "missing trailer: the snapshot was not written completely".into(),
+            ));
+        }
+        let mut len_bytes = [0u8; 8];
+        len_bytes.copy_from_slice(&trailer[0..8]);
+        if u64::from_le_bytes(len_bytes) != payload_len {
+            return Err(bad(
+                trailer_at,
+                "trailer's payload length does not match the file size".into(),
+            ));
+        }
+        let mut crc_bytes = [0u8; 4];
+        crc_bytes.copy_from_slice(&trailer[8..12]);
+        if u32::from_le_bytes(crc_bytes) != crc {
+            return Err(bad(
+                HEADER_BYTES,
+                "checksum mismatch over the snapshot payload".into(),
+            ));
+        }
+        let mut index_bytes = [0u8; 8];
+        index_bytes.copy_from_slice(&header[8..16]);
+        let header_index = u64::from_le_bytes(index_bytes);
+        if header_index != index {
+            return Err(bad(
+                8,
+                format!("the file holds the snapshot at index {header_index}, but its name says {index}"),
+            ));
+        }
+        let mut file = reader.into_inner();
+        file.seek(SeekFrom::Start(HEADER_BYTES))
+            .map_err(io_context(ctx))?;
+        let payload: SnapshotReader = Box::new(BufReader::with_capacity(
+            IO_BUFFER_BYTES,
+            file.take(payload_len),
+        ));
+        Ok(payload)
+    }
+
+    fn list(&self) -> Result<Vec<String>, StorageError> {
+        self.fs.list_dir(&self.dir).map_err(io_context(|| {
+            format!("listing snapshot directory {}", self.dir.display())
+        }))
+    }
+
+    fn snapshot_indices(&self) -> Result<Vec<u64>, StorageError> {
+        Ok(self
+            .list()?
+            .iter()
+            .filter_map(|n| parse_snapshot_name(n))
+            .collect())
+    }
+
+    fn sync_dir(&self) -> Result<(), StorageError> {
+        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
+            format!("syncing snapshot directory {}", self.dir.display())
+        }))
+    }
+
+    /// The directory holding the snapshots.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(snapshot_name(255), "snap-00000000000000ff.snap");
+        assert_eq!(parse_snapshot_name("snap-00000000000000ff.snap"), Some(255));
+        assert_eq!(parse_snapshot_name("snap-00000000000000ff.3.tmp"), None);
+        assert!(is_temp_name("snap-00000000000000ff.3.tmp"));
+    }
+}

@@ -1,0 +1,657 @@
+//! The write-ahead log: opaque records tagged with a caller-chosen `u64`
+//! index, in a sequence of segment files, made durable by group commit.
+//!
+//! # Files
+//!
+//! `wal-<seq>-<first>.log`, both 16 hex digits: `seq` numbers segments in
+//! append order (1, 2, 3, ... with no gaps; recovery refuses a gap, because a
+//! missing middle segment means lost records), `first` is the index of the
+//! first record written to the segment, for operators. Order comes from `seq`,
+//! not from indices, because indices may go backwards (see below). The record
+//! format is described in the `record` module.
+//!
+//! # Durability
+//!
+//! [`Wal::append`] writes to the kernel (one `pwrite` per call, two when the
+//! batch crosses into a new segment); [`Wal::sync`] makes everything appended
+//! so far durable with one `fdatasync`. Rolling to a new segment first
+//! `fdatasync`s the old one, so a segment other than the last is always
+//! complete on disk — which is what lets recovery call any damage in it
+//! corruption. New segments are preallocated with `set_len` (sparse on most
+//! file systems) and their directory entry is synced before use; removed
+//! segments are unlinked one at a time, oldest first, each followed by a
+//! directory sync, so a crash never leaves a gap.
+//!
+//! After any failed write or fsync the `Wal` is poisoned: every later call
+//! returns [`StorageError::Poisoned`]. (After a failed fsync Linux may already
+//! have dropped the dirty pages, so retrying could report durability falsely.)
+//!
+//! # Repeated indices
+//!
+//! Storage does not interpret indices. The caller may append an index lower
+//! than or equal to one already written (rewriting a suffix after a conflict):
+//! both stay in the log and [`Wal::open`] returns both, in append order. The
+//! caller resolves them; the rule that matches Raft is "a record with index
+//! `i` supersedes every earlier-appended record with index `>= i`".
+//! [`Wal::release_through`] deletes only a prefix of segments, so a rewrite is
+//! never deleted while the records it superseded survive.
+//!
+//! # Recovery
+//!
+//! See [`RecoveryMode`]. In short: a damaged record at the very end of the
+//! last segment, with nothing valid after it, is a write that a crash cut
+//! short (it was never synced, so never acknowledged): it is truncated with a
+//! warning. Any other damage is [`StorageError::Corrupt`] and nothing is
+//! modified.
+//!
+//! Known limit: if the pages of an unsynced batch reach the disk out of order
+//! before a crash, the batch can show a hole followed by valid records; that
+//! is indistinguishable from corruption of synced data and is reported as
+//! `Corrupt` (safe, but needs the operator).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tracing::{debug, warn};
+
+use crate::error::{io_context, StorageError};
+use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
+use crate::record::{
+    self, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
+};
+
+/// Tuning of a [`Wal`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalOptions {
+    /// A new segment is started when the next record would take the active
+    /// one past this many bytes (a record larger than this gets a segment of
+    /// its own). Default 64 MiB.
+    pub segment_bytes: u64,
+    /// Extend each new segment to `segment_bytes` when creating it, so appends
+    /// do not grow the file. Default true.
+    pub preallocate: bool,
+}
+
+impl Default for WalOptions {
+    fn default() -> Self {
+        WalOptions {
+            segment_bytes: 64 << 20,
+            preallocate: true,
+        }
+    }
+}
+
+/// What [`Wal::open`] does with a record that fails verification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecoveryMode {
+    /// The policy Paddock runs with. In the last segment, a bad record (cut
+    /// short, or failing its checksum) after which no valid record exists is
+    /// a torn write: the segment is truncated at the bad record's offset, the
+    /// file is synced, and a warning names file and offset. A bad record that
+    /// is followed by a valid one, or that sits in any other segment, is
+    /// [`StorageError::Corrupt`].
+    #[default]
+    TolerateTailCorruption,
+    /// Any bad record, even a torn tail, is [`StorageError::Corrupt`]; nothing
+    /// is modified. For offline checks.
+    AbsoluteConsistency,
+}
+
+/// One record as recovered by [`Wal::open`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalRecord {
+    /// The index the caller appended the record with (the caller's index space).
+    pub index: u64,
+    /// The payload; shares memory with the other payloads of its segment.
+    pub payload: Bytes,
+}
+
+/// A segment that will not be written again; all its records are durable.
+#[derive(Debug)]
+struct SealedSegment {
+    path: PathBuf,
+    /// The largest index among its records (caller's index space); `None` if
+    /// it holds none.
+    max_index: Option<u64>,
+}
+
+/// The segment appends go to.
+#[derive(Debug)]
+struct ActiveSegment {
+    path: PathBuf,
+    file: Box<dyn WritableFile>,
+    /// Byte offset in the file where the next record goes.
+    write_offset: u64,
+    /// The largest index among its records (caller's index space).
+    max_index: Option<u64>,
+    /// Bytes were written since the last `fdatasync`.
+    unsynced: bool,
+}
+
+impl ActiveSegment {
+    fn has_records(&self) -> bool {
+        self.write_offset > SEGMENT_HEADER_BYTES as u64
+    }
+}
+
+/// A segmented write-ahead log. See the module docs for the contract.
+#[derive(Debug)]
+pub struct Wal {
+    dir: PathBuf,
+    opts: WalOptions,
+    fs: Arc<dyn FileSystem>,
+    /// Oldest first; each is complete and synced.
+    sealed: VecDeque<SealedSegment>,
+    /// `None` until the first append after opening an empty log.
+    active: Option<ActiveSegment>,
+    /// Sequence number the next new segment gets.
+    next_seq: u64,
+    /// Index of the most recently appended (or, after open, recovered) record.
+    last_index: Option<u64>,
+    /// Encoding buffer, reused across appends.
+    pending: Vec<u8>,
+    poisoned: bool,
+}
+
+/// A segment file found on disk.
+struct FoundSegment {
+    seq: u64,
+    path: PathBuf,
+}
+
+fn segment_name(seq: u64, first_index: u64) -> String {
+    format!("wal-{seq:016x}-{first_index:016x}.log")
+}
+
+/// `(seq, first_index)` from a segment file name.
+fn parse_segment_name(name: &str) -> Option<(u64, u64)> {
+    let rest = name.strip_prefix("wal-")?.strip_suffix(".log")?;
+    let (seq, first) = rest.split_once('-')?;
+    let hex16 = |s: &str| {
+        if s.len() == 16 && s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            u64::from_str_radix(s, 16).ok()
+        } else {
+            None
+        }
+    };
+    Some((hex16(seq)?, hex16(first)?))
+}
+
+/// What [`load_segment`] learned from one file.
+struct LoadedSegment {
+    records: Vec<WalRecord>,
+    /// Byte offset just past the last valid record (or of the segment header).
+    valid_end: u64,
+    file_len: u64,
+    /// A torn tail must be cut at `valid_end`.
+    torn: bool,
+}
+
+fn corrupt(path: &Path, offset: u64, reason: String) -> StorageError {
+    StorageError::Corrupt {
+        file: path.to_path_buf(),
+        offset,
+        reason,
+    }
+}
+
+fn read_file(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>, StorageError> {
+    let ctx = || format!("reading WAL segment {}", path.display());
+    let mut file = fs.open_read(path).map_err(io_context(ctx))?;
+    let mut buf = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut buf).map_err(io_context(ctx))?;
+    Ok(buf)
+}
+
+/// Verifies one segment's bytes and extracts its records, applying the
+/// recovery policy. Modifies nothing.
+fn load_segment(
+    path: &Path,
+    mut buf: Vec<u8>,
+    is_last: bool,
+    mode: RecoveryMode,
+) -> Result<LoadedSegment, StorageError> {
+    let file_len = buf.len() as u64;
+    if buf.get(..SEGMENT_HEADER_BYTES) != Some(&SEGMENT_MAGIC[..]) {
+        // A crash right after creating the last segment can leave it without
+        // its header, but then it holds nothing at all.
+        if is_last && buf.iter().all(|&b| b == 0) {
+            return Ok(LoadedSegment {
+                records: Vec::new(),
+                valid_end: 0,
+                file_len,
+                torn: false,
+            });
+        }
+        return Err(corrupt(
+            path,
+            0,
+            "missing or unknown segment header (not a Paddock WAL segment, or written by an \
+             incompatible version)"
+                .to_string(),
+        ));
+    }
+    let scan = record::scan(&buf, SEGMENT_HEADER_BYTES);
+    let valid_end = scan.valid_end as u64;
+    let torn = match scan.bad {
+        None => false,
+        Some((reason, resume)) => {
+            if !is_last {
+                return Err(corrupt(
+                    path,
+                    valid_end,
+                    format!("{reason} (in a segment that was complete and synced before the next one began)"),
+                ));
+            }
+            if mode == RecoveryMode::AbsoluteConsistency {
+                return Err(corrupt(path, valid_end, reason));
+            }
+            if let Some(at) = record::find_valid_record(&buf, resume) {
+                return Err(corrupt(
+                    path,
+                    valid_end,
+                    format!(
+                        "{reason}; a valid record follows at offset {at}, so this is damage in the \
+                         middle of the log, not a write cut short at its end"
+                    ),
+                ));
+            }
+            warn!(
+                file = %path.display(),
+                offset = valid_end,
+                reason = %reason,
+                "truncating a torn record at the end of the write-ahead log (a write that a crash \
+                 cut short before it was synced)"
+            );
+            true
+        }
+    };
+    // Keep only the written part in memory: payloads share this buffer.
+    buf.truncate(scan.valid_end);
+    buf.shrink_to_fit();
+    let bytes = Bytes::from(buf);
+    let records = scan
+        .records
+        .into_iter()
+        .map(|(index, range)| WalRecord {
+            index,
+            payload: bytes.slice(range),
+        })
+        .collect();
+    Ok(LoadedSegment {
+        records,
+        valid_end,
+        file_len,
+        torn,
+    })
+}
+
+impl Wal {
+    /// Opens (creating) the log in `dir` with [`RecoveryMode::TolerateTailCorruption`],
+    /// recovers, and returns every valid record in append order (repeated
+    /// indices included: see the module docs).
+    pub fn open(dir: &Path, opts: WalOptions) -> Result<(Wal, Vec<WalRecord>), StorageError> {
+        Self::open_with(
+            dir,
+            opts,
+            RecoveryMode::TolerateTailCorruption,
+            Arc::new(StdFs),
+        )
+    }
+
+    /// [`Wal::open`] with an explicit recovery policy and file system.
+    pub fn open_with(
+        dir: &Path,
+        opts: WalOptions,
+        mode: RecoveryMode,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<(Wal, Vec<WalRecord>), StorageError> {
+        fs.create_dir_all(dir).map_err(io_context(|| {
+            format!("creating WAL directory {}", dir.display())
+        }))?;
+        if let Some(parent) = parent_dir(dir) {
+            fs.sync_dir(parent).map_err(io_context(|| {
+                format!("syncing directory {}", parent.display())
+            }))?;
+        }
+        let found = list_segments(fs.as_ref(), dir)?;
+        let mut wal = Wal {
+            dir: dir.to_path_buf(),
+            opts,
+            fs,
+            sealed: VecDeque::new(),
+            active: None,
+            next_seq: 1,
+            last_index: None,
+            pending: Vec::new(),
+            poisoned: false,
+        };
+        let mut records = Vec::new();
+        for (i, seg) in found.iter().enumerate() {
+            let is_last = i + 1 == found.len();
+            let buf = read_file(wal.fs.as_ref(), &seg.path)?;
+            let mut loaded = load_segment(&seg.path, buf, is_last, mode)?;
+            let max_index = loaded.records.iter().map(|r| r.index).max();
+            let has_records = !loaded.records.is_empty();
+            records.append(&mut loaded.records);
+            wal.next_seq = seg.seq + 1;
+            if !is_last {
+                wal.sealed.push_back(SealedSegment {
+                    path: seg.path.clone(),
+                    max_index,
+                });
+            } else if has_records {
+                wal.reopen_last(&seg.path, &loaded, max_index)?;
+            } else {
+                // Nothing in it (a crash right after creating it, or a torn
+                // first record): remove it, so that the next segment is named
+                // after the record it really starts with. Its seq is reused.
+                wal.remove_segment(&seg.path)?;
+                wal.next_seq = seg.seq;
+            }
+        }
+        wal.last_index = records.last().map(|r: &WalRecord| r.index);
+        debug!(
+            dir = %dir.display(),
+            segments = found.len(),
+            records = records.len(),
+            last_index = ?wal.last_index,
+            "opened write-ahead log"
+        );
+        Ok((wal, records))
+    }
+
+    /// Makes the last segment on disk the active one, cutting a torn tail.
+    fn reopen_last(
+        &mut self,
+        path: &Path,
+        loaded: &LoadedSegment,
+        max_index: Option<u64>,
+    ) -> Result<(), StorageError> {
+        let ctx = || format!("truncating torn tail of WAL segment {}", path.display());
+        let mut file = self.fs.open_write(path).map_err(io_context(|| {
+            format!("opening WAL segment {}", path.display())
+        }))?;
+        if loaded.torn {
+            // Cut, then (if preallocated) extend again with zeros, so that the
+            // bytes after the last valid record are the end-of-data marker.
+            file.set_len(loaded.valid_end).map_err(io_context(ctx))?;
+            if self.opts.preallocate && loaded.file_len > loaded.valid_end {
+                file.set_len(loaded.file_len).map_err(io_context(ctx))?;
+            }
+        }
+        // Also when nothing was cut: if the previous process died before its
+        // last sync, what we just recovered may be only in the page cache, and
+        // the caller is about to treat it as durable.
+        file.sync_all().map_err(io_context(|| {
+            format!("fsync of WAL segment {}", path.display())
+        }))?;
+        self.active = Some(ActiveSegment {
+            path: path.to_path_buf(),
+            file,
+            write_offset: loaded.valid_end,
+            max_index,
+            unsynced: false,
+        });
+        Ok(())
+    }
+
+    /// Buffers `records` (each `(index, payload)`, index in the caller's index
+    /// space) in the kernel with one write (two if a new segment begins).
+    /// Nothing is durable until [`Wal::sync`].
+    ///
+    /// A payload over [`RECORD_PAYLOAD_BYTES_MAX`] fails the whole call with
+    /// [`StorageError::RecordTooLarge`] before anything is written. Any other
+    /// error poisons the log.
+    pub fn append(&mut self, records: &[(u64, &[u8])]) -> Result<(), StorageError> {
+        self.check_usable()?;
+        for &(index, payload) in records {
+            if payload.len() > RECORD_PAYLOAD_BYTES_MAX {
+                return Err(StorageError::RecordTooLarge {
+                    index,
+                    len: payload.len(),
+                    max: RECORD_PAYLOAD_BYTES_MAX,
+                });
+            }
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.clear();
+        let result = self.append_encoded(records, &mut pending);
+        if result.is_err() {
+            self.poisoned = true;
+        }
+        // Do not keep a huge buffer alive after one exceptional batch.
+        if pending.capacity() <= 16 << 20 {
+            self.pending = pending;
+        }
+        result
+    }
+
+    fn append_encoded(
+        &mut self,
+        records: &[(u64, &[u8])],
+        pending: &mut Vec<u8>,
+    ) -> Result<(), StorageError> {
+        for &(index, payload) in records {
+            let record_bytes = (RECORD_HEADER_BYTES + payload.len()) as u64;
+            let roll = match &self.active {
+                None => true,
+                Some(active) => {
+                    (active.has_records() || !pending.is_empty())
+                        && active.write_offset + pending.len() as u64 + record_bytes
+                            > self.opts.segment_bytes
+                }
+            };
+            if roll {
+                self.write_pending(pending)?;
+                self.roll(index)?;
+            }
+            record::encode(pending, index, payload);
+            if let Some(active) = &mut self.active {
+                active.max_index = Some(active.max_index.map_or(index, |m| m.max(index)));
+            }
+            self.last_index = Some(index);
+        }
+        self.write_pending(pending)
+    }
+
+    /// Writes the encoded records in `pending` to the active segment.
+    fn write_pending(&mut self, pending: &mut Vec<u8>) -> Result<(), StorageError> {
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let Some(active) = &mut self.active else {
+            unreachable!("records are encoded only once a segment is active");
+        };
+        active
+            .file
+            .write_all_at(active.write_offset, pending)
+            .map_err(io_context(|| {
+                format!("writing WAL segment {}", active.path.display())
+            }))?;
+        active.write_offset += pending.len() as u64;
+        active.unsynced = true;
+        pending.clear();
+        Ok(())
+    }
+
+    /// Seals the active segment (syncing it) and starts a new one whose first
+    /// record will have index `first_index`.
+    fn roll(&mut self, first_index: u64) -> Result<(), StorageError> {
+        if let Some(mut old) = self.active.take() {
+            if old.unsynced {
+                old.file.sync_data().map_err(io_context(|| {
+                    format!("fdatasync of WAL segment {}", old.path.display())
+                }))?;
+            }
+            self.sealed.push_back(SealedSegment {
+                path: old.path,
+                max_index: old.max_index,
+            });
+        }
+        let path = self.dir.join(segment_name(self.next_seq, first_index));
+        let ctx = || format!("creating WAL segment {}", path.display());
+        let mut file = self.fs.create(&path).map_err(io_context(ctx))?;
+        file.write_all_at(0, &SEGMENT_MAGIC)
+            .map_err(io_context(ctx))?;
+        if self.opts.preallocate {
+            let len = self.opts.segment_bytes.max(SEGMENT_HEADER_BYTES as u64);
+            file.set_len(len).map_err(io_context(ctx))?;
+        }
+        file.sync_all().map_err(io_context(ctx))?;
+        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
+            format!("syncing WAL directory {}", self.dir.display())
+        }))?;
+        debug!(file = %path.display(), first_index, "started WAL segment");
+        self.next_seq += 1;
+        self.active = Some(ActiveSegment {
+            path,
+            file,
+            write_offset: SEGMENT_HEADER_BYTES as u64,
+            max_index: None,
+            unsynced: false,
+        });
+        Ok(())
+    }
+
+    /// Makes every record appended so far durable, with one `fdatasync` (none
+    /// if nothing was appended since the last sync). An error poisons the log:
+    /// the caller must stop.
+    pub fn sync(&mut self) -> Result<(), StorageError> {
+        self.check_usable()?;
+        let Some(active) = &mut self.active else {
+            return Ok(());
+        };
+        if !active.unsynced {
+            return Ok(());
+        }
+        if let Err(source) = active.file.sync_data() {
+            self.poisoned = true;
+            return Err(StorageError::Io {
+                context: format!("fdatasync of WAL segment {}", active.path.display()),
+                source,
+            });
+        }
+        active.unsynced = false;
+        Ok(())
+    }
+
+    /// Deletes the longest prefix of segments (oldest first, never the active
+    /// one) all of whose records have an index `<= index` (caller's index
+    /// space). Stops at the first segment holding a larger index, even if a
+    /// later one would qualify, so that records superseding others are never
+    /// deleted before the ones they supersede.
+    pub fn release_through(&mut self, index: u64) -> Result<(), StorageError> {
+        self.check_usable()?;
+        while let Some(front) = self.sealed.front() {
+            if front.max_index.is_some_and(|m| m > index) {
+                break;
+            }
+            let path = front.path.clone();
+            self.remove_segment(&path)?;
+            self.sealed.pop_front();
+        }
+        Ok(())
+    }
+
+    /// Unlinks one segment and syncs the directory.
+    fn remove_segment(&self, path: &Path) -> Result<(), StorageError> {
+        match self.fs.remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(StorageError::Io {
+                    context: format!("removing WAL segment {}", path.display()),
+                    source,
+                })
+            }
+        }
+        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
+            format!("syncing WAL directory {}", self.dir.display())
+        }))?;
+        debug!(file = %path.display(), "removed WAL segment");
+        Ok(())
+    }
+
+    /// Index (caller's index space) of the most recently appended record, or
+    /// after open of the last recovered one; `None` if there never was one.
+    /// Not changed by [`Wal::release_through`].
+    pub fn last_index(&self) -> Option<u64> {
+        self.last_index
+    }
+
+    /// How many segment files the log has (sealed plus active).
+    pub fn segment_count(&self) -> usize {
+        self.sealed.len() + usize::from(self.active.is_some())
+    }
+
+    /// The directory holding the log.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn check_usable(&self) -> Result<(), StorageError> {
+        if self.poisoned {
+            return Err(StorageError::Poisoned {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The segment files in `dir`, in `seq` order, checked to have no gap.
+fn list_segments(fs: &dyn FileSystem, dir: &Path) -> Result<Vec<FoundSegment>, StorageError> {
+    let names = fs.list_dir(dir).map_err(io_context(|| {
+        format!("listing WAL directory {}", dir.display())
+    }))?;
+    let mut found = Vec::new();
+    for name in names {
+        match parse_segment_name(&name) {
+            Some((seq, _first_index)) => found.push(FoundSegment {
+                seq,
+                path: dir.join(&name),
+            }),
+            None if name.starts_with("wal-") => {
+                warn!(dir = %dir.display(), file = %name, "ignoring a file that looks like a WAL segment but is not named like one");
+            }
+            None => {}
+        }
+    }
+    found.sort_by_key(|s| s.seq);
+    for pair in found.windows(2) {
+        if pair[1].seq != pair[0].seq + 1 {
+            let reason = if pair[1].seq == pair[0].seq {
+                format!("two segment files have sequence number {:#x}", pair[0].seq)
+            } else {
+                format!(
+                    "segment sequence number {:#x} is missing before this file (a segment file was \
+                     deleted or lost, and its records with it)",
+                    pair[0].seq + 1
+                )
+            };
+            return Err(corrupt(&pair[1].path, 0, reason));
+        }
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segment_names_round_trip_and_sort_by_seq() {
+        let name = segment_name(0x2a, 7);
+        assert_eq!(name, "wal-000000000000002a-0000000000000007.log");
+        assert_eq!(parse_segment_name(&name), Some((0x2a, 7)));
+        assert_eq!(parse_segment_name("wal-2a-7.log"), None);
+        assert_eq!(
+            parse_segment_name("wal-+00000000000002a-0000000000000007.log"),
+            None
+        );
+        assert_eq!(parse_segment_name("snap-0000000000000001.snap"), None);
+    }
+}

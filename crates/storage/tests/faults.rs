@@ -1,0 +1,215 @@
+//! Fault injection through the file seam: failed fsyncs and writes cut short.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use storage::{
+    FileSystem, ReadableFile, RecoveryMode, SnapshotStore, StdFs, StorageError, Wal, WalOptions,
+    WritableFile,
+};
+
+/// Switches a test flips; shared by the file system and its open files.
+#[derive(Debug, Default)]
+struct Faults {
+    fail_sync_data: AtomicBool,
+    fail_sync_all: AtomicBool,
+    /// The next write stores only this many bytes, then fails.
+    short_write: Mutex<Option<usize>>,
+}
+
+#[derive(Debug, Default)]
+struct FaultyFs {
+    faults: Arc<Faults>,
+}
+
+#[derive(Debug)]
+struct FaultyFile {
+    inner: Box<dyn WritableFile>,
+    faults: Arc<Faults>,
+}
+
+fn injected(what: &str) -> io::Error {
+    io::Error::other(format!("injected {what} failure"))
+}
+
+impl WritableFile for FaultyFile {
+    fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let short = self.faults.short_write.lock().expect("lock").take();
+        match short {
+            Some(n) => {
+                self.inner.write_all_at(offset, &buf[..n.min(buf.len())])?;
+                Err(injected("write"))
+            }
+            None => self.inner.write_all_at(offset, buf),
+        }
+    }
+
+    fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.inner.set_len(len)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        if self.faults.fail_sync_data.load(Ordering::SeqCst) {
+            return Err(injected("fdatasync"));
+        }
+        self.inner.sync_data()
+    }
+
+    fn sync_all(&mut self) -> io::Result<()> {
+        if self.faults.fail_sync_all.load(Ordering::SeqCst) {
+            return Err(injected("fsync"));
+        }
+        self.inner.sync_all()
+    }
+}
+
+impl FileSystem for FaultyFs {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        StdFs.create_dir_all(dir)
+    }
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        StdFs.list_dir(dir)
+    }
+    fn open_read(&self, path: &Path) -> io::Result<Box<dyn ReadableFile>> {
+        StdFs.open_read(path)
+    }
+    fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        Ok(Box::new(FaultyFile {
+            inner: StdFs.create(path)?,
+            faults: self.faults.clone(),
+        }))
+    }
+    fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
+        Ok(Box::new(FaultyFile {
+            inner: StdFs.open_write(path)?,
+            faults: self.faults.clone(),
+        }))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        StdFs.remove_file(path)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        StdFs.sync_dir(dir)
+    }
+}
+
+fn open_faulty(dir: &Path) -> (Wal, Arc<Faults>) {
+    let fs = Arc::new(FaultyFs::default());
+    let faults = fs.faults.clone();
+    let (wal, _) = Wal::open_with(
+        dir,
+        WalOptions::default(),
+        RecoveryMode::TolerateTailCorruption,
+        fs,
+    )
+    .expect("open");
+    (wal, faults)
+}
+
+fn append_range(wal: &mut Wal, range: std::ops::RangeInclusive<u64>) -> Result<(), StorageError> {
+    let payloads: Vec<(u64, Vec<u8>)> = range.map(|i| (i, vec![i as u8; 40])).collect();
+    let batch: Vec<(u64, &[u8])> = payloads.iter().map(|(i, p)| (*i, p.as_slice())).collect();
+    wal.append(&batch)
+}
+
+fn recovered_indices(dir: &Path) -> Vec<u64> {
+    let (_, records) = Wal::open(dir, WalOptions::default()).expect("reopen");
+    records.iter().map(|r| r.index).collect()
+}
+
+#[test]
+fn a_failed_fdatasync_is_returned_and_poisons_the_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, faults) = open_faulty(tmp.path());
+    append_range(&mut wal, 1..=5).expect("append");
+    wal.sync().expect("sync");
+    append_range(&mut wal, 6..=10).expect("append");
+    faults.fail_sync_data.store(true, Ordering::SeqCst);
+    let err = wal.sync().expect_err("sync must fail");
+    assert!(
+        matches!(&err, StorageError::Io { context, .. } if context.contains("fdatasync")),
+        "{err:?}"
+    );
+    // No retry may pretend the data is durable now.
+    faults.fail_sync_data.store(false, Ordering::SeqCst);
+    assert!(matches!(wal.sync(), Err(StorageError::Poisoned { .. })));
+    assert!(matches!(
+        append_range(&mut wal, 11..=11),
+        Err(StorageError::Poisoned { .. })
+    ));
+    assert!(matches!(
+        wal.release_through(100),
+        Err(StorageError::Poisoned { .. })
+    ));
+    drop(wal);
+    // What was synced survives (here the page cache still had the rest too).
+    let indices = recovered_indices(tmp.path());
+    assert_eq!(&indices[..5], &[1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_write_cut_short_poisons_the_log_and_recovery_truncates_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, faults) = open_faulty(tmp.path());
+    append_range(&mut wal, 1..=5).expect("append");
+    wal.sync().expect("sync");
+    // 30 bytes: the next record's header and part of its payload.
+    *faults.short_write.lock().expect("lock") = Some(30);
+    assert!(matches!(
+        append_range(&mut wal, 6..=10),
+        Err(StorageError::Io { .. })
+    ));
+    assert!(matches!(wal.sync(), Err(StorageError::Poisoned { .. })));
+    drop(wal);
+
+    assert_eq!(recovered_indices(tmp.path()), vec![1, 2, 3, 4, 5]);
+    let (mut wal, _) = open_faulty(tmp.path());
+    append_range(&mut wal, 6..=7).expect("append");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(recovered_indices(tmp.path()), vec![1, 2, 3, 4, 5, 6, 7]);
+}
+
+#[test]
+fn a_too_large_record_is_refused_without_poisoning() {
+    // Built from a zeroed allocation the OS hands out lazily, so the test does
+    // not touch a gigabyte of memory.
+    let big = vec![0u8; storage::RECORD_PAYLOAD_BYTES_MAX + 1];
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, _) = open_faulty(tmp.path());
+    let err = wal
+        .append(&[(1, b"ok".as_slice()), (2, big.as_slice())])
+        .expect_err("too large");
+    assert!(matches!(err, StorageError::RecordTooLarge { index: 2, .. }));
+    drop(big);
+    wal.append(&[(1, b"ok".as_slice())]).expect("append");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(recovered_indices(tmp.path()), vec![1]);
+}
+
+#[test]
+fn a_failed_snapshot_fsync_is_returned_and_leaves_the_old_snapshot() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let fs = Arc::new(FaultyFs::default());
+    let faults = fs.faults.clone();
+    let store = SnapshotStore::open_with(tmp.path(), fs).expect("open");
+    store.save(1, 2, |out| out.write_all(b"one")).expect("save");
+    faults.fail_sync_all.store(true, Ordering::SeqCst);
+    let err = store
+        .save(2, 2, |out| out.write_all(b"two"))
+        .expect_err("fsync fails");
+    assert!(
+        matches!(&err, StorageError::Io { context, .. } if context.contains("fsync")),
+        "{err:?}"
+    );
+    let files: Vec<_> = std::fs::read_dir(tmp.path()).expect("read_dir").collect();
+    assert_eq!(files.len(), 1, "only the first snapshot, no temp file");
+    let (index, _) = store.latest().expect("latest").expect("some");
+    assert_eq!(index, 1);
+}

@@ -1,0 +1,186 @@
+//! Snapshot store behaviour on real files.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use storage::{SnapshotStore, StorageError};
+
+fn payload(seed: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seed as usize * 7 + i * 13) as u8)
+        .collect()
+}
+
+/// Saves `data` in uneven chunks, as a serialiser would.
+fn save(store: &SnapshotStore, index: u64, retain: usize, data: &[u8]) {
+    store
+        .save(index, retain, |out| {
+            for chunk in data.chunks(12_345) {
+                out.write_all(chunk)?;
+            }
+            Ok(())
+        })
+        .expect("save");
+}
+
+fn latest(store: &SnapshotStore) -> Option<(u64, Vec<u8>)> {
+    store.latest().expect("latest").map(|(index, mut reader)| {
+        let mut data = Vec::new();
+        reader.read_to_end(&mut data).expect("read payload");
+        (index, data)
+    })
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().into_string().expect("utf-8"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open");
+    f.seek(SeekFrom::Start(offset)).expect("seek");
+    let mut b = [0u8];
+    f.read_exact(&mut b).expect("read");
+    f.seek(SeekFrom::Start(offset)).expect("seek");
+    f.write_all(&[b[0] ^ 1]).expect("write");
+}
+
+#[test]
+fn save_then_latest_round_trips_a_large_payload() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    assert!(latest(&store).is_none());
+    let data = payload(1, 3 << 20);
+    save(&store, 42, 2, &data);
+    assert_eq!(names(tmp.path()), vec!["snap-000000000000002a.snap"]);
+    let (index, read) = latest(&store).expect("a snapshot");
+    assert_eq!(index, 42);
+    assert!(read == data, "payload differs");
+
+    // A fresh store (a restart) sees it too; an empty payload works.
+    let store = SnapshotStore::open(tmp.path()).expect("reopen");
+    save(&store, 43, 2, b"");
+    assert_eq!(latest(&store), Some((43, Vec::new())));
+}
+
+#[test]
+fn only_the_newest_retain_snapshots_are_kept() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    for index in [10, 20, 30, 40] {
+        save(&store, index, 2, &payload(index, 100));
+    }
+    assert_eq!(
+        names(tmp.path()),
+        vec!["snap-000000000000001e.snap", "snap-0000000000000028.snap"]
+    );
+    save(&store, 50, 0, b"retain 0 is taken as 1");
+    assert_eq!(names(tmp.path()), vec!["snap-0000000000000032.snap"]);
+    assert_eq!(latest(&store).map(|(i, _)| i), Some(50));
+}
+
+#[test]
+fn a_corrupt_newest_snapshot_falls_back_to_the_older_one() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 3, &payload(1, 5000));
+    save(&store, 2, 3, &payload(2, 5000));
+    let newest = tmp.path().join("snap-0000000000000002.snap");
+    flip_byte(&newest, 16 + 2500);
+    assert_eq!(latest(&store), Some((1, payload(1, 5000))));
+
+    // A newest snapshot cut short (no trailer) also falls back.
+    save(&store, 3, 3, &payload(3, 5000));
+    let f = OpenOptions::new()
+        .write(true)
+        .open(tmp.path().join("snap-0000000000000003.snap"))
+        .expect("open");
+    f.set_len(16 + 4000).expect("truncate");
+    assert_eq!(latest(&store), Some((1, payload(1, 5000))));
+}
+
+#[test]
+fn when_no_snapshot_verifies_latest_is_an_error_not_none() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 7, 1, &payload(7, 100));
+    let file = tmp.path().join("snap-0000000000000007.snap");
+    flip_byte(&file, 20);
+    match store.latest() {
+        Err(StorageError::Corrupt { file: f, .. }) => assert_eq!(f, file),
+        Err(other) => panic!("expected Corrupt, got {other:?}"),
+        Ok(_) => panic!("expected Corrupt, got a snapshot"),
+    }
+}
+
+#[test]
+fn a_snapshot_renamed_to_another_index_is_rejected() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 5, 1, b"five");
+    fs::rename(
+        tmp.path().join("snap-0000000000000005.snap"),
+        tmp.path().join("snap-0000000000000006.snap"),
+    )
+    .expect("rename");
+    assert!(matches!(
+        store.latest(),
+        Err(StorageError::Corrupt { offset: 8, .. })
+    ));
+}
+
+#[test]
+fn leftover_temp_files_are_ignored_and_removed_on_open() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 2, b"one");
+    // A save of index 2 that a crash interrupted.
+    fs::write(tmp.path().join("snap-0000000000000002.0.tmp"), b"partial").expect("write");
+    assert_eq!(latest(&store), Some((1, b"one".to_vec())));
+    drop(store);
+    let store = SnapshotStore::open(tmp.path()).expect("reopen");
+    assert_eq!(names(tmp.path()), vec!["snap-0000000000000001.snap"]);
+    assert_eq!(latest(&store), Some((1, b"one".to_vec())));
+}
+
+#[test]
+fn a_failing_writer_leaves_no_snapshot_and_no_temp_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 2, b"one");
+    let err = store
+        .save(2, 2, |out| {
+            out.write_all(b"half of the state")?;
+            Err(io::Error::other("serialiser failed"))
+        })
+        .expect_err("must fail");
+    assert!(matches!(err, StorageError::Io { .. }));
+    assert!(err.to_string().contains("serialiser failed"), "{err}");
+    assert_eq!(names(tmp.path()), vec!["snap-0000000000000001.snap"]);
+    assert_eq!(latest(&store), Some((1, b"one".to_vec())));
+}
+
+#[test]
+fn a_reader_stays_valid_while_a_concurrent_save_prunes_its_file() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 1, &payload(1, 10_000));
+    let (index, mut reader) = store.latest().expect("latest").expect("some");
+    assert_eq!(index, 1);
+    std::thread::scope(|s| {
+        s.spawn(|| save(&store, 2, 1, b"two"));
+    });
+    assert_eq!(names(tmp.path()), vec!["snap-0000000000000002.snap"]);
+    let mut data = Vec::new();
+    reader.read_to_end(&mut data).expect("read");
+    assert!(data == payload(1, 10_000));
+}
