@@ -1,0 +1,234 @@
+//! The raft log made durable: every entry and hard state raft hands us is
+//! appended to the write-ahead log and synced once per Ready (group
+//! commit), and mirrored in raft's `MemStorage`, which serves raft's reads.
+//!
+//! `MemStorage` holds the entries after the latest snapshot (its
+//! `entries[i]` sits at log index `first_index + i`); the WAL holds at least
+//! those, and is trimmed by whole segments after each snapshot.
+
+use std::path::{Path, PathBuf};
+
+use raft::prelude::{ConfState, Entry, HardState};
+use raft::storage::MemStorage;
+use raft::Storage as _;
+use storage::{Wal, WalOptions};
+
+use crate::record::{self, LogRecord};
+use crate::snapshot::SnapshotMeta;
+use crate::Error;
+
+pub(crate) struct DurableLog {
+    dir: PathBuf,
+    wal: Wal,
+    mem: MemStorage,
+    /// Reused encoding buffer, so persisting a batch allocates nothing new.
+    scratch: Vec<u8>,
+}
+
+impl DurableLog {
+    /// Recovers the log in `dir` on top of `snapshot` (the newest snapshot
+    /// the state machine was restored from), or starts a new group of
+    /// `voters` when there is neither snapshot nor log.
+    pub(crate) fn open(
+        dir: &Path,
+        voters: &[u64],
+        snapshot: Option<&SnapshotMeta>,
+    ) -> Result<Self, Error> {
+        let (wal, records) = Wal::open(dir, WalOptions::default())?;
+        let mem = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), vec![])));
+        let snapshot_index = snapshot.map_or(0, |s| s.index);
+        if let Some(meta) = snapshot {
+            mem.wl().apply_snapshot(meta.to_raft())?;
+        }
+
+        let mut entries: Vec<Entry> = Vec::new();
+        let mut hard_state = HardState::default();
+        for rec in records {
+            let decoded = record::decode(&rec.payload).map_err(|reason| Error::BadRecord {
+                dir: dir.to_path_buf(),
+                index: rec.index,
+                reason,
+            })?;
+            match decoded {
+                LogRecord::HardState(hs) => hard_state = hs,
+                LogRecord::Entry(entry) if entry.index <= snapshot_index => {}
+                LogRecord::Entry(entry) => {
+                    // A later record for an index already seen is raft
+                    // overwriting a conflicting suffix: drop the old tail.
+                    let expected_next = entries.last().map_or(snapshot_index + 1, |e| e.index + 1);
+                    if entry.index > expected_next {
+                        return Err(Error::LogGap {
+                            dir: dir.to_path_buf(),
+                            expected_after: expected_next - 1,
+                            found: entry.index,
+                        });
+                    }
+                    let keep = (entry.index - (snapshot_index + 1)) as usize;
+                    entries.truncate(keep);
+                    entries.push(entry);
+                }
+            }
+        }
+
+        let last_index = entries.last().map_or(snapshot_index, |e| e.index);
+        let snapshot_term = snapshot.map_or(0, |s| s.term);
+        hard_state.term = hard_state.term.max(snapshot_term);
+        hard_state.commit = hard_state.commit.clamp(snapshot_index, last_index);
+        {
+            let mut core = mem.wl();
+            core.append(&entries)?;
+            core.set_hardstate(hard_state);
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            wal,
+            mem,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// What raft reads from; cheap to clone (it shares the core).
+    pub(crate) fn raft_storage(&self) -> MemStorage {
+        self.mem.clone()
+    }
+
+    /// Makes `entries` and `hard_state` durable with one sync, then exposes
+    /// them to raft. Entries may overwrite a suffix of the log.
+    pub(crate) fn persist(
+        &mut self,
+        entries: &[Entry],
+        hard_state: Option<&HardState>,
+    ) -> Result<(), Error> {
+        if entries.is_empty() && hard_state.is_none() {
+            return Ok(());
+        }
+        let mut records: Vec<(u64, std::ops::Range<usize>)> = Vec::with_capacity(entries.len() + 1);
+        self.scratch.clear();
+        for entry in entries {
+            let start = self.scratch.len();
+            record::encode_entry(entry, &mut self.scratch);
+            records.push((entry.index, start..self.scratch.len()));
+        }
+        let last_index = entries
+            .last()
+            .map_or_else(|| self.mem.last_index().unwrap_or(0), |e| e.index);
+        if let Some(hs) = hard_state {
+            let start = self.scratch.len();
+            record::encode_hard_state(hs, &mut self.scratch);
+            records.push((last_index, start..self.scratch.len()));
+        }
+        let slices: Vec<(u64, &[u8])> = records
+            .iter()
+            .map(|(index, range)| (*index, &self.scratch[range.clone()]))
+            .collect();
+        self.wal.append(&slices)?;
+        self.wal.sync()?;
+
+        let mut core = self.mem.wl();
+        core.append(entries)?;
+        if let Some(hs) = hard_state {
+            core.set_hardstate(hs.clone());
+        }
+        Ok(())
+    }
+
+    /// Records a commit index raft learned after persisting (kept in memory;
+    /// the next hard state record carries it to disk).
+    pub(crate) fn set_commit(&mut self, commit: u64) {
+        self.mem.wl().mut_hard_state().commit = commit;
+    }
+
+    /// Forgets what a durable snapshot at `index` covers: entries before it
+    /// in memory, whole WAL segments up to it on disk. The current hard
+    /// state is written again so that trimming never loses the vote.
+    pub(crate) fn compact(&mut self, index: u64) -> Result<(), Error> {
+        let first = self.mem.first_index()?;
+        let last = self.mem.last_index()?;
+        if index < first || index > last {
+            return Ok(());
+        }
+        self.mem.wl().compact(index)?;
+        self.wal.release_through(index.saturating_sub(1))?;
+        let hard_state = self.mem.rl().hard_state().clone();
+        self.persist(&[], Some(&hard_state))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.data = data.to_vec().into();
+        e
+    }
+
+    fn hard_state(term: u64, vote: u64, commit: u64) -> HardState {
+        let mut hs = HardState::default();
+        hs.term = term;
+        hs.vote = vote;
+        hs.commit = commit;
+        hs
+    }
+
+    #[test]
+    fn entries_and_hard_state_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            log.persist(&[entry(1, 1, b"a"), entry(2, 1, b"b")], Some(&hard_state(1, 1, 2)))
+                .unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[1], None).unwrap();
+        let mem = log.raft_storage();
+        assert_eq!(mem.last_index().unwrap(), 2);
+        assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
+        let entries = mem.entries(1, 3, None, raft::GetEntriesContext::empty(false)).unwrap();
+        assert_eq!(entries[1].data.as_ref(), b"b");
+    }
+
+    #[test]
+    fn an_overwritten_suffix_is_replaced_on_recovery() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            log.persist(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")], None)
+                .unwrap();
+            log.persist(&[entry(2, 2, b"B")], Some(&hard_state(2, 1, 1)))
+                .unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[1], None).unwrap();
+        let mem = log.raft_storage();
+        assert_eq!(mem.last_index().unwrap(), 2);
+        assert_eq!(mem.term(2).unwrap(), 2);
+    }
+
+    #[test]
+    fn recovery_starts_after_the_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            let batch: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"x")).collect();
+            log.persist(&batch, Some(&hard_state(1, 1, 10))).unwrap();
+            log.compact(6).unwrap();
+        }
+        let meta = SnapshotMeta {
+            index: 6,
+            term: 1,
+            voters: vec![1],
+            learners: vec![],
+        };
+        let log = DurableLog::open(dir.path(), &[1], Some(&meta)).unwrap();
+        let mem = log.raft_storage();
+        assert_eq!(mem.first_index().unwrap(), 7);
+        assert_eq!(mem.last_index().unwrap(), 10);
+        assert_eq!(mem.rl().hard_state().commit, 10);
+    }
+}

@@ -1,0 +1,25 @@
+//! Paddock's replicated log: the glue around raft-rs. Raft itself (election,
+//! replication, commit) is the library's; this crate supplies what raft
+//! leaves to its user — durable storage, the Ready loop, snapshot metadata.
+//!
+//! Layout:
+//! - `node`: [`Consensus`], the handle, and the thread that alone drives
+//!   `RawNode` and hands committed entries to the state machine.
+//! - `durable`: the raft log on the write-ahead log, and its recovery.
+//! - `record`: how raft's entries and hard states are laid in WAL records.
+//! - `snapshot`: snapshot files with their raft metadata header.
+//! - `status`: role, term and indexes published for monitoring.
+//!
+//! Standalone mode is a group of one voter on this same path.
+
+mod durable;
+mod error;
+mod node;
+mod record;
+mod snapshot;
+mod status;
+
+pub use error::Error;
+pub use node::{CommittedEntry, Config, Consensus};
+pub use snapshot::{SnapshotMeta, Snapshots};
+pub use status::{Role, Status};

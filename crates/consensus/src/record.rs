@@ -1,0 +1,39 @@
+//! What the write-ahead log holds for raft: entries and hard states, each a
+//! kind byte followed by its protobuf encoding (raft-rs's own codec).
+
+use protobuf::Message as _;
+use raft::prelude::{Entry, HardState};
+
+const KIND_ENTRY: u8 = 1;
+const KIND_HARD_STATE: u8 = 2;
+
+pub(crate) enum LogRecord {
+    Entry(Entry),
+    HardState(HardState),
+}
+
+pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
+    out.push(KIND_ENTRY);
+    entry
+        .write_to_vec(out)
+        .expect("encoding a raft entry into memory cannot fail");
+}
+
+pub(crate) fn encode_hard_state(hs: &HardState, out: &mut Vec<u8>) {
+    out.push(KIND_HARD_STATE);
+    hs.write_to_vec(out)
+        .expect("encoding a hard state into memory cannot fail");
+}
+
+pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
+    let (kind, body) = payload.split_first().ok_or("empty record")?;
+    match *kind {
+        KIND_ENTRY => Entry::parse_from_bytes(body)
+            .map(LogRecord::Entry)
+            .map_err(|e| e.to_string()),
+        KIND_HARD_STATE => HardState::parse_from_bytes(body)
+            .map(LogRecord::HardState)
+            .map_err(|e| e.to_string()),
+        other => Err(format!("unknown record kind {other}")),
+    }
+}

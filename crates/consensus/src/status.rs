@@ -1,0 +1,49 @@
+//! What the consensus thread last knew, published for four-letter words
+//! and metrics without asking the thread.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Role {
+    Follower = 0,
+    Candidate = 1,
+    Leader = 2,
+}
+
+#[derive(Debug, Default)]
+pub struct Status {
+    pub(crate) role: AtomicU8,
+    pub(crate) term: AtomicU64,
+    pub(crate) leader_id: AtomicU64,
+    /// Log index space.
+    pub(crate) commit_index: AtomicU64,
+    /// Log index space.
+    pub(crate) last_index: AtomicU64,
+}
+
+impl Status {
+    pub fn role(&self) -> Role {
+        match self.role.load(Ordering::Relaxed) {
+            2 => Role::Leader,
+            1 => Role::Candidate,
+            _ => Role::Follower,
+        }
+    }
+
+    pub fn term(&self) -> u64 {
+        self.term.load(Ordering::Relaxed)
+    }
+
+    pub fn leader_id(&self) -> u64 {
+        self.leader_id.load(Ordering::Relaxed)
+    }
+
+    pub fn commit_index(&self) -> u64 {
+        self.commit_index.load(Ordering::Relaxed)
+    }
+
+    pub fn last_index(&self) -> u64 {
+        self.last_index.load(Ordering::Relaxed)
+    }
+}
