@@ -1,0 +1,69 @@
+//! Paddock's data tree: ZooKeeper's `DataTree` as a deterministic state
+//! machine. [`DataTree::apply`] takes a [`Txn`] and the zxid (the log
+//! index) it was committed at and returns an [`Outcome`] plus the watch
+//! [`Trigger`]s ZooKeeper would fire. Equal trees given equal Txns stay
+//! equal: no I/O, no clock, no randomness, no hash-map order in results.
+//! Time, session ids, passwords and auth ids arrive inside the Txn.
+//!
+//! Layout:
+//! - `path`: path validation and ZooKeeper's parent/child path rules.
+//! - `acl`: `checkACL`, `fixupACL`, the ip/digest providers, redaction.
+//! - `node`: a znode, its persisted stat, what `ephemeralOwner` encodes.
+//! - `session`: the replicated session record.
+//! - `txn`: [`Txn`]/[`TxnOp`] and their log encoding.
+//! - `outcome`: [`Applied`], [`Outcome`], [`Trigger`].
+//! - `tree`: the [`DataTree`] state and its mutation primitives.
+//! - `apply`: ZooKeeper's per-op checks, in its order, then the mutation;
+//!   multi; reaper eligibility.
+//! - `quota`: the `/zookeeper/quota` bookkeeping `DataTree` does.
+//! - `read`: reads with `FinalRequestProcessor`'s ACL checks; counters.
+//! - `snapshot`: streaming snapshot write and read.
+//!
+//! Versions: every map is persistent (imbl), so `DataTree::clone` is O(1)
+//! and gives readers and the snapshot writer an immutable version while
+//! apply goes on.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use jute::{Acl, CreateMode};
+//! use tree::{DataTree, Outcome, Txn, TxnOp};
+//!
+//! let mut tree = DataTree::new();
+//! let session = 0x100;
+//! let txn = |op| Txn { time_ms: 1_000, session_id: session, auth: vec![], op };
+//! tree.apply(1, &txn(TxnOp::CreateSession { timeout_ms: 30_000, password: Bytes::new() }));
+//! let applied = tree.apply(2, &txn(TxnOp::Create {
+//!     path: "/lock-".into(),
+//!     data: Bytes::from_static(b"me"),
+//!     acl: Acl::open_unsafe(),
+//!     mode: CreateMode::EphemeralSequential,
+//!     ttl_ms: -1,
+//! }));
+//! let Outcome::Created { path, stat } = applied.outcome else { panic!() };
+//! // The suffix is the parent's count of children created so far; the
+//! // root's "/zookeeper" child was there from the start and is not counted.
+//! assert_eq!(path, "/lock-0000000000");
+//! assert_eq!(stat.ephemeral_owner, session);
+//! assert_eq!(tree.get_ephemerals(session, "/"), vec![path]);
+//! ```
+
+mod acl;
+mod apply;
+mod node;
+mod outcome;
+mod path;
+mod quota;
+mod read;
+mod session;
+mod snapshot;
+mod tree;
+mod txn;
+
+pub use acl::{check_acl, AclList};
+pub use node::TTL_MAX_MS;
+pub use outcome::{Applied, Outcome, Trigger};
+pub use path::validate_path;
+pub use session::SessionInfo;
+pub use snapshot::SnapshotError;
+pub use tree::DataTree;
+pub use txn::{Txn, TxnOp};

@@ -1,0 +1,192 @@
+//! One znode and its persisted metadata, and what the `ephemeralOwner`
+//! field encodes (ZooKeeper's `DataNode`, `StatPersisted`, `EphemeralType`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use imbl::OrdSet;
+use jute::Stat;
+
+use crate::acl::AclList;
+
+/// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`.
+pub const CONTAINER_EPHEMERAL_OWNER: i64 = i64::MIN;
+/// High byte set in every extended (TTL) owner.
+const EXTENDED_MASK: u64 = 0xff00_0000_0000_0000;
+/// Bits naming the extended feature; zero means TTL.
+const RESERVED_BITS_MASK: u64 = 0x00ff_ff00_0000_0000;
+/// `EphemeralType.TTL.maxValue()`: the TTL lives in the low 40 bits.
+pub const TTL_MAX_MS: i64 = !(EXTENDED_MASK | RESERVED_BITS_MASK) as i64;
+
+/// What a node's `ephemeralOwner` says it is (`EphemeralType.get`, with
+/// extended types enabled: TTL nodes can only exist if they were).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnerKind {
+    /// Persistent (owner 0).
+    Void,
+    /// Ephemeral, owned by this session.
+    Session(i64),
+    /// A container node.
+    Container,
+    /// A TTL node with this TTL in milliseconds.
+    Ttl(i64),
+}
+
+impl OwnerKind {
+    pub fn of(owner: i64) -> Self {
+        let bits = owner as u64;
+        if bits & EXTENDED_MASK == EXTENDED_MASK && bits & RESERVED_BITS_MASK == 0 {
+            return OwnerKind::Ttl(owner & TTL_MAX_MS);
+        }
+        // An extended owner with unknown feature bits makes ZooKeeper throw;
+        // we read it as a plain session, which session ids never look like
+        // (see `TxnOp::CreateSession`).
+        match owner {
+            0 => OwnerKind::Void,
+            CONTAINER_EPHEMERAL_OWNER => OwnerKind::Container,
+            _ => OwnerKind::Session(owner),
+        }
+    }
+}
+
+/// `EphemeralType.TTL.toEphemeralOwner`: `None` (BadArguments) unless
+/// `0 < ttl_ms <= TTL_MAX_MS`.
+pub fn ttl_owner(ttl_ms: i64) -> Option<i64> {
+    if ttl_ms <= 0 || ttl_ms > TTL_MAX_MS {
+        return None;
+    }
+    Some((EXTENDED_MASK as i64) | ttl_ms)
+}
+
+/// ZooKeeper's `StatPersisted`: the metadata a node stores. Zxids live in
+/// zxid space, which in Paddock is the replicated log's index space; times
+/// are the proposing server's wall-clock milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatPersisted {
+    pub czxid: i64,
+    pub mzxid: i64,
+    pub pzxid: i64,
+    pub ctime: i64,
+    pub mtime: i64,
+    pub version: i32,
+    /// The number of children ever *created* (ZooKeeper's stored
+    /// cversion). Sequence numbers come from it; clients see
+    /// `2 * cversion - numChildren`, i.e. creates plus deletes.
+    pub cversion: i32,
+    pub aversion: i32,
+    /// Raw owner: a session id, 0, or a container/TTL encoding.
+    pub ephemeral_owner: i64,
+}
+
+impl StatPersisted {
+    /// `DataTree.createStat`.
+    pub fn new(zxid: i64, time_ms: i64, ephemeral_owner: i64) -> Self {
+        Self {
+            czxid: zxid,
+            mzxid: zxid,
+            pzxid: zxid,
+            ctime: time_ms,
+            mtime: time_ms,
+            version: 0,
+            cversion: 0,
+            aversion: 0,
+            ephemeral_owner,
+        }
+    }
+}
+
+/// A znode. Stored behind an `Arc` in the tree's persistent map, so a
+/// version of the tree shares every node it did not change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub data: Bytes,
+    pub acl: AclList,
+    pub stat: StatPersisted,
+    /// Child names (last path component), kept sorted so listings are
+    /// deterministic.
+    pub children: OrdSet<Arc<str>>,
+}
+
+impl Node {
+    pub fn new(data: Bytes, acl: AclList, stat: StatPersisted) -> Self {
+        Self {
+            data,
+            acl,
+            stat,
+            children: OrdSet::new(),
+        }
+    }
+
+    pub fn kind(&self) -> OwnerKind {
+        OwnerKind::of(self.stat.ephemeral_owner)
+    }
+
+    /// `DataNode.copyStat`: the `Stat` a client sees. Container and TTL
+    /// owners read as 0 and cversion counts deletes too (Java int math).
+    pub fn client_stat(&self) -> Stat {
+        let num_children = self.children.len() as i32;
+        let owner = match self.kind() {
+            OwnerKind::Session(id) => id,
+            _ => 0,
+        };
+        Stat {
+            czxid: self.stat.czxid,
+            mzxid: self.stat.mzxid,
+            ctime: self.stat.ctime,
+            mtime: self.stat.mtime,
+            version: self.stat.version,
+            cversion: self
+                .stat
+                .cversion
+                .wrapping_mul(2)
+                .wrapping_sub(num_children),
+            aversion: self.stat.aversion,
+            ephemeral_owner: owner,
+            data_length: self.data.len() as i32,
+            num_children,
+            pzxid: self.stat.pzxid,
+        }
+    }
+}
+
+/// `PrepRequestProcessor.checkAndIncVersion`: `-1` matches any version;
+/// the next version skips `-1` when it wraps (ZOOKEEPER-4743), so a client
+/// can always name it.
+pub fn next_version(current: i32, expected: i32) -> Result<i32, jute::ErrorCode> {
+    if expected != -1 && expected != current {
+        return Err(jute::ErrorCode::BadVersion);
+    }
+    let next = current.wrapping_add(1);
+    Ok(if next == -1 { 0 } else { next })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_kinds() {
+        // EphemeralType.get
+        assert_eq!(OwnerKind::of(0), OwnerKind::Void);
+        assert_eq!(OwnerKind::of(0x1234), OwnerKind::Session(0x1234));
+        assert_eq!(OwnerKind::of(i64::MIN), OwnerKind::Container);
+        let owner = ttl_owner(5000).unwrap();
+        assert_eq!(owner as u64, 0xff00_0000_0000_1388);
+        assert_eq!(OwnerKind::of(owner), OwnerKind::Ttl(5000));
+        assert_eq!(TTL_MAX_MS, 0xff_ffff_ffff);
+        assert_eq!(ttl_owner(0), None);
+        assert_eq!(ttl_owner(-1), None);
+        assert_eq!(ttl_owner(TTL_MAX_MS + 1), None);
+        assert!(ttl_owner(TTL_MAX_MS).is_some());
+    }
+
+    #[test]
+    fn version_wraps_past_minus_one() {
+        // PrepRequestProcessor.checkAndIncVersion
+        assert_eq!(next_version(0, -1), Ok(1));
+        assert_eq!(next_version(3, 3), Ok(4));
+        assert_eq!(next_version(3, 2), Err(jute::ErrorCode::BadVersion));
+        assert_eq!(next_version(i32::MAX, -1), Ok(i32::MIN));
+        assert_eq!(next_version(-2, -2), Ok(0));
+    }
+}

@@ -1,0 +1,214 @@
+//! Znode path rules, as ZooKeeper's `PathUtils` and the path helpers of
+//! `PrepRequestProcessor` and `DataTree` apply them.
+//!
+//! ZooKeeper checks paths in Java's UTF-16 code units; so do we, which is
+//! why characters outside the Basic Multilingual Plane (stored by Java as
+//! surrogate pairs) are rejected like the surrogates themselves.
+
+use jute::ErrorCode;
+
+/// The root. ZooKeeper also keeps it under `""`; see [`lookup_key`].
+pub const ROOT: &str = "/";
+/// ZooKeeper's own subtree (`Quotas.procZookeeper`).
+pub const PROC_ZOOKEEPER: &str = "/zookeeper";
+/// Quota bookkeeping lives below here (`Quotas.quotaZookeeper`).
+pub const QUOTA_ZOOKEEPER: &str = "/zookeeper/quota";
+/// The ensemble configuration node (`ZooDefs.CONFIG_NODE`).
+pub const CONFIG_ZOOKEEPER: &str = "/zookeeper/config";
+
+/// `PathUtils.validatePath`: `BadArguments` unless `path` is a canonical
+/// absolute path (no empty, `.` or `..` component, no trailing slash, no
+/// control, private-use, surrogate or U+FFF0..U+FFFF characters).
+pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
+    if path_is_valid(path) {
+        Ok(())
+    } else {
+        Err(ErrorCode::BadArguments)
+    }
+}
+
+fn path_is_valid(path: &str) -> bool {
+    let units: Vec<u16> = path.encode_utf16().collect();
+    let n = units.len();
+    if n == 0 || units[0] != u16::from(b'/') {
+        return false;
+    }
+    if n == 1 {
+        return true;
+    }
+    if units[n - 1] == u16::from(b'/') {
+        return false;
+    }
+    let slash = u16::from(b'/');
+    let dot = u16::from(b'.');
+    let mut last = slash;
+    for i in 1..n {
+        let c = units[i];
+        // The component ends at i + 1 when the next unit is '/' or the end.
+        let component_ends_after = i + 1 == n || units[i + 1] == slash;
+        if c == 0 || (c == slash && last == slash) {
+            return false;
+        } else if c == dot && last == dot {
+            // ".." as a whole component (Java reads chars[i - 2]; i >= 2
+            // here because chars[0] is '/', never '.').
+            if units[i - 2] == slash && component_ends_after {
+                return false;
+            }
+        } else if c == dot {
+            if units[i - 1] == slash && component_ends_after {
+                return false;
+            }
+        } else if is_forbidden_unit(c) {
+            return false;
+        }
+        last = c;
+    }
+    true
+}
+
+/// The character classes `PathUtils` rejects, in UTF-16 code units.
+fn is_forbidden_unit(c: u16) -> bool {
+    (0x0001..=0x001f).contains(&c)
+        || (0x007f..=0x009f).contains(&c)
+        || (0xd800..=0xf8ff).contains(&c)
+        || c >= 0xfff0
+}
+
+/// The parent as ZooKeeper computes it: everything before the last `/`
+/// (`""` for a child of the root). `None` when there is no `/` at all.
+pub fn parent_of(path: &str) -> Option<&str> {
+    path.rfind('/').map(|i| &path[..i])
+}
+
+/// The last component: everything after the last `/`.
+pub fn child_name(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+/// ZooKeeper's nodes map holds the root under both `""` and `"/"`; we store
+/// it once, under `"/"`, and map the alias here.
+pub fn lookup_key(path: &str) -> &str {
+    if path.is_empty() {
+        ROOT
+    } else {
+        path
+    }
+}
+
+/// The path a parent's `NodeChildrenChanged` watch is registered under.
+pub fn watch_path_of_parent(parent: &str) -> &str {
+    lookup_key(parent)
+}
+
+/// `DataTree.isSpecialPath`: nodes ZooKeeper owns and never deletes.
+pub fn is_special_path(path: &str) -> bool {
+    matches!(
+        path,
+        ROOT | PROC_ZOOKEEPER | QUOTA_ZOOKEEPER | CONFIG_ZOOKEEPER
+    )
+}
+
+/// `PrepRequestProcessor.getParentPathAndValidate`, used by delete (and
+/// deleteContainer): a cheap check, not the full `validate_path`.
+pub fn parent_for_delete(path: &str) -> Result<&str, ErrorCode> {
+    if path.contains('\0') || is_special_path(path) {
+        return Err(ErrorCode::BadArguments);
+    }
+    parent_of(path).ok_or(ErrorCode::BadArguments)
+}
+
+/// `PrepRequestProcessor.validatePathForCreate`: the full check happens
+/// later, after the sequence suffix is appended.
+pub fn parent_for_create(path: &str) -> Result<&str, ErrorCode> {
+    if path.contains('\0') {
+        return Err(ErrorCode::BadArguments);
+    }
+    parent_of(path).ok_or(ErrorCode::BadArguments)
+}
+
+/// Java's `String.length()`: UTF-16 code units. ZooKeeper's approximate
+/// data size counts paths this way.
+pub fn java_len(s: &str) -> u64 {
+    s.encode_utf16().count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(p: &str) -> bool {
+        validate_path(p).is_ok()
+    }
+
+    #[test]
+    fn valid_paths() {
+        // PathUtils.validatePath
+        for p in [
+            "/",
+            "/a",
+            "/a/b",
+            "/a.b",
+            "/...",
+            "/a..",
+            "/.a",
+            "/a/.b/..c",
+            "/zookeeper",
+            "/é",
+            "/日本",
+            "/ ",
+        ] {
+            assert!(ok(p), "{p:?} should be valid");
+        }
+    }
+
+    #[test]
+    fn invalid_paths() {
+        // PathUtils.validatePath
+        for p in [
+            "",
+            "a",
+            "a/b",
+            "/a/",
+            "//",
+            "/a//b",
+            "/.",
+            "/..",
+            "/a/.",
+            "/a/..",
+            "/./a",
+            "/../a",
+            "/a\0b",
+            "/a\u{1}",
+            "/a\u{7f}",
+            "/a\u{9f}",
+            "/a\u{e000}",
+            "/a\u{f8ff}",
+            "/a\u{fff0}",
+            "/a\u{ffff}",
+            "/a\u{1f600}", // a surrogate pair in Java
+        ] {
+            assert!(!ok(p), "{p:?} should be invalid");
+        }
+    }
+
+    #[test]
+    fn parents() {
+        assert_eq!(parent_of("/a"), Some(""));
+        assert_eq!(parent_of("/a/b"), Some("/a"));
+        assert_eq!(parent_of("/a/"), Some("/a"));
+        assert_eq!(parent_of("a"), None);
+        assert_eq!(child_name("/a/b"), "b");
+        assert_eq!(lookup_key(""), "/");
+        assert_eq!(
+            parent_for_delete("/zookeeper"),
+            Err(ErrorCode::BadArguments)
+        );
+        assert_eq!(parent_for_delete("/"), Err(ErrorCode::BadArguments));
+        assert_eq!(parent_for_delete("/zookeeper/x"), Ok("/zookeeper"));
+        assert_eq!(parent_for_create("noslash"), Err(ErrorCode::BadArguments));
+        assert_eq!(java_len("/\u{1f600}"), 3);
+    }
+}

@@ -1,0 +1,137 @@
+//! Reads, with the checks ZooKeeper's `FinalRequestProcessor` makes:
+//! `NoNode` first, then the ACL against the reading session's auth ids.
+//! Watches are registered by the server, atomically with the read, on the
+//! same immutable version of the tree.
+
+use bytes::Bytes;
+use jute::{perms, Acl, ErrorCode, Id, Stat};
+
+use crate::acl::{check_acl, redact_digest};
+use crate::node::Node;
+use crate::path;
+use crate::session::SessionInfo;
+use crate::DataTree;
+
+impl DataTree {
+    fn readable(&self, path: &str, perm: i32, auth: &[Id]) -> Result<&Node, ErrorCode> {
+        let node = self.node(path).ok_or(ErrorCode::NoNode)?;
+        if !check_acl(&node.acl, perm, auth) {
+            return Err(ErrorCode::NoAuth);
+        }
+        Ok(node)
+    }
+
+    /// getData: the data (shared, not copied) and stat; READ needed.
+    pub fn get_data(&self, path: &str, auth: &[Id]) -> Result<(Bytes, Stat), ErrorCode> {
+        let node = self.readable(path, perms::READ, auth)?;
+        Ok((node.data.clone(), node.client_stat()))
+    }
+
+    /// The stat of `path`, if it exists, with no permission check. For the
+    /// exists request use [`DataTree::exists_checked`]: ZooKeeper 3.9
+    /// checks READ on an existing node.
+    pub fn exists(&self, path: &str) -> Option<Stat> {
+        self.node(path).map(|n| n.client_stat())
+    }
+
+    /// The exists request as `FinalRequestProcessor` answers it:
+    /// `BadArguments` for a path with NUL, `NoAuth` when the node exists
+    /// but is not readable, `NoNode` when it does not exist (the server
+    /// still sets an exist watch then).
+    pub fn exists_checked(&self, path: &str, auth: &[Id]) -> Result<Stat, ErrorCode> {
+        if path.contains('\0') {
+            return Err(ErrorCode::BadArguments);
+        }
+        self.readable(path, perms::READ, auth)
+            .map(Node::client_stat)
+    }
+
+    /// getChildren/getChildren2: child names, sorted, and the stat; READ
+    /// needed.
+    pub fn get_children(&self, path: &str, auth: &[Id]) -> Result<(Vec<String>, Stat), ErrorCode> {
+        let node = self.readable(path, perms::READ, auth)?;
+        let names = node.children.iter().map(|c| c.to_string()).collect();
+        Ok((names, node.client_stat()))
+    }
+
+    /// getACL: READ or ADMIN needed; without ADMIN, digest ids are shown
+    /// as `user:x` (ZooKeeper 3.9 hides the password hash).
+    pub fn get_acl(&self, path: &str, auth: &[Id]) -> Result<(Vec<Acl>, Stat), ErrorCode> {
+        let node = self.readable(path, perms::READ | perms::ADMIN, auth)?;
+        let acl = if check_acl(&node.acl, perms::ADMIN, auth) {
+            node.acl.to_vec()
+        } else {
+            redact_digest(&node.acl)
+        };
+        Ok((acl, node.client_stat()))
+    }
+
+    /// getEphemerals: the session's ephemeral paths starting with `prefix`
+    /// (all of them for a blank prefix or `/`), sorted.
+    pub fn get_ephemerals(&self, session_id: i64, prefix: &str) -> Vec<String> {
+        let Some(paths) = self.ephemerals.get(&session_id) else {
+            return Vec::new();
+        };
+        let trimmed = prefix.trim_matches(|c: char| c <= ' ');
+        let all = trimmed.is_empty() || trimmed == "/";
+        paths
+            .iter()
+            .filter(|p| all || p.starts_with(prefix))
+            .map(|p| p.to_string())
+            .collect()
+    }
+
+    /// getAllChildrenNumber: the number of descendants (all depths); READ
+    /// needed on `path`.
+    pub fn all_children_number(&self, path: &str, auth: &[Id]) -> Result<i32, ErrorCode> {
+        self.readable(path, perms::READ, auth)?;
+        if path == path::ROOT {
+            // ZooKeeper: nodes.size() - 2, its map holding the root twice.
+            return Ok(self.nodes.len() as i32 - 1);
+        }
+        let below = format!("{path}/");
+        let range = (
+            std::ops::Bound::Included(below.as_str()),
+            std::ops::Bound::Unbounded,
+        );
+        let count = self
+            .nodes
+            .range::<_, str>(range)
+            .take_while(|(k, _)| k.starts_with(&below))
+            .count();
+        Ok(count as i32)
+    }
+
+    pub fn session(&self, session_id: i64) -> Option<&SessionInfo> {
+        self.sessions.get(&session_id)
+    }
+
+    /// All sessions, ordered by id.
+    pub fn sessions(&self) -> impl Iterator<Item = (i64, &SessionInfo)> {
+        self.sessions.iter().map(|(id, s)| (*id, s))
+    }
+
+    /// ZooKeeper's `getNodeCount` (mntr `zk_znode_count`): the number of
+    /// nodes plus one, because ZooKeeper's map holds the root under both
+    /// `""` and `"/"`. A fresh tree reports 5.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len() + 1
+    }
+
+    /// ZooKeeper's cached approximate data size (mntr
+    /// `zk_approximate_data_size`): path lengths in UTF-16 units plus data
+    /// lengths.
+    pub fn approximate_data_bytes(&self) -> u64 {
+        self.data_bytes_approx.max(0) as u64
+    }
+
+    /// The number of ephemeral nodes across all sessions.
+    pub fn ephemeral_count(&self) -> usize {
+        self.ephemerals.values().map(|s| s.len()).sum()
+    }
+
+    /// `PathUtils.validatePath`, for the server's read paths.
+    pub fn validate_path(path: &str) -> Result<(), ErrorCode> {
+        path::validate_path(path)
+    }
+}

@@ -1,0 +1,323 @@
+//! Snapshot (de)serialisation of a tree version.
+//!
+//! The writer streams node by node from an immutable version, so the
+//! server can snapshot a clone while apply continues. Format, big-endian
+//! with Jute-style length prefixes:
+//!
+//! ```text
+//! magic "PDKTREE\0", format i32
+//! approximate data size i64
+//! sessions: count i32, then (id i64, timeout_ms i32, password buffer)*
+//! quota paths: count i32, then string*
+//! nodes: count i64, then in path order (a parent before its children)
+//!   (path string, data buffer, acl: count i32 + (perms i32, scheme, id)*,
+//!    czxid, mzxid, pzxid, ctime, mtime i64, version, cversion,
+//!    aversion i32, ephemeral_owner i64)*
+//! crc32c u32 of every byte before it
+//! ```
+//!
+//! Children lists, ephemeral/container/TTL indexes are rebuilt on load.
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use imbl::{OrdMap, OrdSet};
+use jute::{Acl, Id};
+
+use crate::acl::AclList;
+use crate::node::{Node, OwnerKind, StatPersisted};
+use crate::path;
+use crate::session::SessionInfo;
+use crate::DataTree;
+
+const MAGIC: &[u8; 8] = b"PDKTREE\0";
+const FORMAT: i32 = 1;
+/// Flush the write buffer to the output at about this size.
+const WRITE_CHUNK_BYTES: usize = 64 * 1024;
+/// Bytes reserved up front for one field; longer fields grow as they are
+/// read, so a corrupt length cannot allocate more than the input holds.
+const READ_RESERVE_BYTES: usize = 64 * 1024;
+
+/// Why a snapshot could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error("snapshot I/O: {0}")]
+    Io(#[from] io::Error),
+    #[error("not a Paddock tree snapshot (bad magic)")]
+    BadMagic,
+    #[error("unsupported snapshot format {0} (this build reads {FORMAT})")]
+    UnsupportedFormat(i32),
+    #[error("corrupt snapshot: {0}")]
+    Corrupt(String),
+    #[error("snapshot checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum { stored: u32, computed: u32 },
+}
+
+fn corrupt(msg: impl Into<String>) -> SnapshotError {
+    SnapshotError::Corrupt(msg.into())
+}
+
+/// Buffers writes and checksums what it flushes.
+struct SnapWriter<'a> {
+    out: &'a mut dyn Write,
+    buf: BytesMut,
+    crc: u32,
+}
+
+impl SnapWriter<'_> {
+    fn maybe_flush(&mut self) -> io::Result<()> {
+        if self.buf.len() >= WRITE_CHUNK_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.crc = crc32c::crc32c_append(self.crc, &self.buf);
+        self.out.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.buf.put_i32(jute::jute_len(b.len()));
+        self.buf.put_slice(b);
+    }
+}
+
+impl DataTree {
+    /// Writes this version of the tree. Buffers internally, so `out` need
+    /// not be buffered; flushing or syncing `out` is the caller's job.
+    pub fn write_snapshot(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut w = SnapWriter {
+            out,
+            buf: BytesMut::with_capacity(WRITE_CHUNK_BYTES * 2),
+            crc: 0,
+        };
+        w.buf.put_slice(MAGIC);
+        w.buf.put_i32(FORMAT);
+        w.buf.put_i64(self.data_bytes_approx);
+        w.buf.put_i32(jute::jute_len(self.sessions.len()));
+        for (id, s) in self.sessions.iter() {
+            w.buf.put_i64(*id);
+            w.buf.put_i32(s.timeout_ms);
+            w.bytes(&s.password);
+        }
+        w.buf.put_i32(jute::jute_len(self.quota_paths.len()));
+        for p in self.quota_paths.iter() {
+            w.bytes(p.as_bytes());
+        }
+        w.buf.put_i64(self.nodes.len() as i64);
+        // Path order puts every parent before its children: a parent's
+        // path is a prefix of theirs.
+        for (p, node) in self.nodes.iter() {
+            w.bytes(p.as_bytes());
+            w.bytes(&node.data);
+            w.buf.put_i32(jute::jute_len(node.acl.len()));
+            for acl in node.acl.iter() {
+                w.buf.put_i32(acl.perms);
+                w.bytes(acl.id.scheme.as_bytes());
+                w.bytes(acl.id.id.as_bytes());
+            }
+            let s = &node.stat;
+            for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
+                w.buf.put_i64(v);
+            }
+            for v in [s.version, s.cversion, s.aversion] {
+                w.buf.put_i32(v);
+            }
+            w.buf.put_i64(s.ephemeral_owner);
+            w.maybe_flush()?;
+        }
+        w.flush()?;
+        w.out.write_all(&w.crc.to_be_bytes())
+    }
+
+    /// Reads a snapshot written by [`DataTree::write_snapshot`], consuming
+    /// exactly its bytes. Reads field by field: pass a buffered reader.
+    pub fn read_snapshot(input: &mut dyn Read) -> Result<DataTree, SnapshotError> {
+        let mut r = SnapReader { input, crc: 0 };
+        let mut magic = [0u8; 8];
+        r.exact(&mut magic)?;
+        if &magic != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        let format = r.i32()?;
+        if format != FORMAT {
+            return Err(SnapshotError::UnsupportedFormat(format));
+        }
+        let data_bytes_approx = r.i64()?;
+
+        let mut sessions = OrdMap::new();
+        for _ in 0..r.count()? {
+            let id = r.i64()?;
+            let timeout_ms = r.i32()?;
+            let password = Bytes::from(r.bytes()?);
+            sessions.insert(
+                id,
+                SessionInfo {
+                    timeout_ms,
+                    password,
+                },
+            );
+        }
+        let mut quota_paths = OrdSet::new();
+        for _ in 0..r.count()? {
+            quota_paths.insert(r.string()?);
+        }
+
+        let mut tree = DataTree {
+            nodes: OrdMap::new(),
+            sessions,
+            ephemerals: OrdMap::new(),
+            containers: OrdSet::new(),
+            ttls: OrdSet::new(),
+            quota_paths,
+            data_bytes_approx,
+        };
+        let node_count = r.i64()?;
+        if node_count < 1 {
+            return Err(corrupt(format!("node count {node_count}")));
+        }
+        // Identical ACL lists share one allocation, like ZooKeeper's cache.
+        let mut acls: HashMap<Vec<Acl>, AclList> = HashMap::new();
+        for _ in 0..node_count {
+            let (p, node) = read_node(&mut r, &mut acls)?;
+            tree.insert_loaded(p, node)?;
+        }
+
+        let computed = r.crc;
+        let mut stored = [0u8; 4];
+        r.input.read_exact(&mut stored)?;
+        let stored = u32::from_be_bytes(stored);
+        if stored != computed {
+            return Err(SnapshotError::Checksum { stored, computed });
+        }
+        Ok(tree)
+    }
+
+    /// Links a loaded node to its parent (already loaded: parents come
+    /// first) and indexes it, as `DataTree.deserialize` does.
+    fn insert_loaded(&mut self, p: Arc<str>, node: Node) -> Result<(), SnapshotError> {
+        if self.nodes.contains_key(&p) {
+            return Err(corrupt(format!("duplicate node {p:?}")));
+        }
+        if self.nodes.is_empty() {
+            if &*p != path::ROOT {
+                return Err(corrupt(format!("first node is {p:?}, not the root")));
+            }
+        } else {
+            let parent_path = path::parent_of(&p)
+                .ok_or_else(|| corrupt(format!("node path {p:?} has no parent")))?;
+            let parent = self
+                .nodes
+                .get_mut(path::lookup_key(parent_path))
+                .ok_or_else(|| corrupt(format!("parent of {p:?} is missing")))?;
+            let name: Arc<str> = Arc::from(path::child_name(&p));
+            Arc::make_mut(parent).children.insert(name);
+        }
+        match node.kind() {
+            OwnerKind::Void => {}
+            OwnerKind::Container => {
+                self.containers.insert(p.clone());
+            }
+            OwnerKind::Ttl(_) => {
+                self.ttls.insert(p.clone());
+            }
+            OwnerKind::Session(id) => {
+                self.ephemerals.entry(id).or_default().insert(p.clone());
+            }
+        }
+        self.nodes.insert(p, Arc::new(node));
+        Ok(())
+    }
+}
+
+fn read_node(
+    r: &mut SnapReader,
+    acls: &mut HashMap<Vec<Acl>, AclList>,
+) -> Result<(Arc<str>, Node), SnapshotError> {
+    let p: Arc<str> = Arc::from(r.string()?);
+    let data = Bytes::from(r.bytes()?);
+    let mut acl = Vec::new();
+    for _ in 0..r.count()? {
+        let perms = r.i32()?;
+        let scheme = r.string()?;
+        let id = r.string()?;
+        acl.push(Acl {
+            perms,
+            id: Id { scheme, id },
+        });
+    }
+    let acl = match acls.get(&acl) {
+        Some(shared) => shared.clone(),
+        None => {
+            let shared: AclList = Arc::from(acl.clone());
+            acls.insert(acl, shared.clone());
+            shared
+        }
+    };
+    let stat = StatPersisted {
+        czxid: r.i64()?,
+        mzxid: r.i64()?,
+        pzxid: r.i64()?,
+        ctime: r.i64()?,
+        mtime: r.i64()?,
+        version: r.i32()?,
+        cversion: r.i32()?,
+        aversion: r.i32()?,
+        ephemeral_owner: r.i64()?,
+    };
+    Ok((p, Node::new(data, acl, stat)))
+}
+
+/// Reads exact fields and checksums them.
+struct SnapReader<'a> {
+    input: &'a mut dyn Read,
+    crc: u32,
+}
+
+impl SnapReader<'_> {
+    fn exact(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
+        self.input.read_exact(buf)?;
+        self.crc = crc32c::crc32c_append(self.crc, buf);
+        Ok(())
+    }
+
+    fn i32(&mut self) -> Result<i32, SnapshotError> {
+        let mut b = [0u8; 4];
+        self.exact(&mut b)?;
+        Ok(i32::from_be_bytes(b))
+    }
+
+    fn i64(&mut self) -> Result<i64, SnapshotError> {
+        let mut b = [0u8; 8];
+        self.exact(&mut b)?;
+        Ok(i64::from_be_bytes(b))
+    }
+
+    fn count(&mut self) -> Result<i32, SnapshotError> {
+        let n = self.i32()?;
+        if n < 0 {
+            return Err(corrupt(format!("negative count {n}")));
+        }
+        Ok(n)
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, SnapshotError> {
+        let len = self.count()? as usize;
+        let mut buf = Vec::with_capacity(len.min(READ_RESERVE_BYTES));
+        let read = (&mut self.input).take(len as u64).read_to_end(&mut buf)?;
+        if read != len {
+            return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into()));
+        }
+        self.crc = crc32c::crc32c_append(self.crc, &buf);
+        Ok(buf)
+    }
+
+    fn string(&mut self) -> Result<String, SnapshotError> {
+        String::from_utf8(self.bytes()?).map_err(|_| corrupt("string is not UTF-8"))
+    }
+}

@@ -1,0 +1,269 @@
+//! The tree's state and the mutations every op is built from
+//! (`DataTree.createNode`, `deleteNode`, `setData`, `setACL`).
+//!
+//! Callers (the `apply` module) run all of ZooKeeper's checks first and
+//! only then call these, so a mutation never fails halfway.
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use imbl::{OrdMap, OrdSet};
+use jute::{Acl, EventType, Stat};
+
+use crate::acl::AclList;
+use crate::node::{Node, OwnerKind, StatPersisted};
+use crate::outcome::Trigger;
+use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
+use crate::session::SessionInfo;
+
+/// The data tree: znodes, sessions, and the indexes ZooKeeper keeps
+/// beside them. Every map is persistent (imbl), so `clone` is O(1) and a
+/// clone is an immutable version readers and the snapshot writer can use
+/// while apply continues on the original.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DataTree {
+    /// Full path -> node. The root is stored once, under `"/"`.
+    pub(crate) nodes: OrdMap<Arc<str>, Arc<Node>>,
+    /// Session id -> session, ordered by id.
+    pub(crate) sessions: OrdMap<i64, SessionInfo>,
+    /// Owner session id -> paths of its ephemeral nodes. Kept separately
+    /// from `sessions`, as ZooKeeper does, so it always mirrors the nodes.
+    pub(crate) ephemerals: OrdMap<i64, OrdSet<Arc<str>>>,
+    /// Paths of container nodes (reaper candidates).
+    pub(crate) containers: OrdSet<Arc<str>>,
+    /// Paths of TTL nodes (reaper candidates).
+    pub(crate) ttls: OrdSet<Arc<str>>,
+    /// Paths with a quota, as ZooKeeper's `PathTrie` holds them (see the
+    /// `quota` module). Persisted in snapshots so that a restored replica
+    /// stays identical to one that replayed the log.
+    pub(crate) quota_paths: OrdSet<String>,
+    /// ZooKeeper's cached `nodeDataSize`: Java path lengths plus data
+    /// lengths, updated the way `DataTree` updates it.
+    pub(crate) data_bytes_approx: i64,
+}
+
+impl Default for DataTree {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for DataTree {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DataTree")
+            .field("nodes", &self.nodes.len())
+            .field("sessions", &self.sessions.len())
+            .field("ephemerals", &self.ephemeral_count())
+            .finish()
+    }
+}
+
+impl DataTree {
+    /// A tree as a fresh ZooKeeper 3.9 standalone server has it: `/`,
+    /// `/zookeeper`, `/zookeeper/quota` and `/zookeeper/config`, all with
+    /// zeroed stats; the config node readable by all and, since the
+    /// `DataTree` constructor sets its ACL with version -1, aversion -1.
+    pub fn new() -> Self {
+        let open: AclList = Arc::from(Acl::open_unsafe());
+        let read_only: AclList = Arc::from(Acl::read_unsafe());
+        let empty = || Node::new(Bytes::new(), open.clone(), StatPersisted::default());
+        let mut root = empty();
+        root.children.insert(Arc::from("zookeeper"));
+        let mut proc_node = empty();
+        proc_node.children.insert(Arc::from("quota"));
+        proc_node.children.insert(Arc::from("config"));
+        let mut config = Node::new(Bytes::new(), read_only, StatPersisted::default());
+        config.stat.aversion = -1;
+
+        let mut nodes = OrdMap::new();
+        for (p, n) in [
+            (ROOT, root),
+            (PROC_ZOOKEEPER, proc_node),
+            (QUOTA_ZOOKEEPER, empty()),
+            (CONFIG_ZOOKEEPER, config),
+        ] {
+            nodes.insert(Arc::from(p), Arc::new(n));
+        }
+        // ZooKeeper counts "" and "/" (both the root) and the three others.
+        let data_bytes_approx = [ROOT, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, CONFIG_ZOOKEEPER]
+            .iter()
+            .map(|p| path::java_len(p) as i64)
+            .sum();
+        DataTree {
+            nodes,
+            sessions: OrdMap::new(),
+            ephemerals: OrdMap::new(),
+            containers: OrdSet::new(),
+            ttls: OrdSet::new(),
+            quota_paths: OrdSet::new(),
+            data_bytes_approx,
+        }
+    }
+
+    /// The node at `path`, with ZooKeeper's `""` alias for the root.
+    pub(crate) fn node(&self, path: &str) -> Option<&Arc<Node>> {
+        self.nodes.get(path::lookup_key(path))
+    }
+
+    fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
+        self.nodes
+            .get_mut(path::lookup_key(path))
+            .map(Arc::make_mut)
+    }
+
+    /// `DataTree.createNode` for a create whose checks passed: the parent
+    /// exists and `path` does not. Returns the new node's client stat.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn create_node(
+        &mut self,
+        path: &str,
+        data: Bytes,
+        acl: AclList,
+        owner: i64,
+        parent_cversion: i32,
+        zxid: i64,
+        time_ms: i64,
+        triggers: &mut Vec<Trigger>,
+    ) -> Stat {
+        let parent_path = path::parent_of(path).expect("create of a checked path");
+        let key: Arc<str> = Arc::from(path);
+        let parent = self
+            .node_mut(parent_path)
+            .expect("create under a checked parent");
+        // Only move forward: ZooKeeper guards against replays after fuzzy
+        // snapshots; with Java's int overflow it also stops at i32::MAX.
+        if parent_cversion > parent.stat.cversion {
+            parent.stat.cversion = parent_cversion;
+            parent.stat.pzxid = zxid;
+        }
+        parent.children.insert(Arc::from(path::child_name(path)));
+        let parent_acl = parent.acl.clone();
+
+        let data_len = data.len() as i64;
+        let node = Node::new(data, acl.clone(), StatPersisted::new(zxid, time_ms, owner));
+        let stat = node.client_stat();
+        self.nodes.insert(key.clone(), Arc::new(node));
+        self.data_bytes_approx += path::java_len(path) as i64 + data_len;
+        match OwnerKind::of(owner) {
+            OwnerKind::Void => {}
+            OwnerKind::Container => {
+                self.containers.insert(key);
+            }
+            OwnerKind::Ttl(_) => {
+                self.ttls.insert(key);
+            }
+            OwnerKind::Session(id) => {
+                self.ephemerals.entry(id).or_default().insert(key);
+            }
+        }
+        self.quota_on_create(parent_path, path, data_len);
+
+        triggers.push(Trigger {
+            path: path.to_owned(),
+            event: EventType::NodeCreated,
+            acl,
+        });
+        triggers.push(Trigger {
+            path: path::watch_path_of_parent(parent_path).to_owned(),
+            event: EventType::NodeChildrenChanged,
+            acl: parent_acl,
+        });
+        stat
+    }
+
+    /// `DataTree.deleteNode` for a delete whose checks passed.
+    pub(crate) fn delete_node(&mut self, path: &str, zxid: i64, triggers: &mut Vec<Trigger>) {
+        let parent_path = path::parent_of(path).expect("delete of a checked path");
+        let parent = self
+            .node_mut(parent_path)
+            .expect("delete under a checked parent");
+        parent.children.remove(path::child_name(path));
+        // Deletes never move cversion (clients see it move through
+        // numChildren) and only move pzxid forward.
+        if zxid > parent.stat.pzxid {
+            parent.stat.pzxid = zxid;
+        }
+        let parent_acl = parent.acl.clone();
+
+        let node = self.nodes.remove(path).expect("delete of a checked node");
+        self.data_bytes_approx -= path::java_len(path) as i64 + node.data.len() as i64;
+        match node.kind() {
+            OwnerKind::Void => {}
+            OwnerKind::Container => {
+                self.containers.remove(path);
+            }
+            OwnerKind::Ttl(_) => {
+                self.ttls.remove(path);
+            }
+            OwnerKind::Session(id) => {
+                if let Some(paths) = self.ephemerals.get_mut(&id) {
+                    paths.remove(path);
+                    if paths.is_empty() {
+                        self.ephemerals.remove(&id);
+                    }
+                }
+            }
+        }
+        self.quota_on_delete(parent_path, path, node.data.len() as i64);
+
+        triggers.push(Trigger {
+            path: path.to_owned(),
+            event: EventType::NodeDeleted,
+            acl: node.acl.clone(),
+        });
+        triggers.push(Trigger {
+            path: path::watch_path_of_parent(parent_path).to_owned(),
+            event: EventType::NodeChildrenChanged,
+            acl: parent_acl,
+        });
+    }
+
+    /// `DataTree.setData` for a setData whose checks passed; `version` is
+    /// the already incremented version.
+    pub(crate) fn set_node_data(
+        &mut self,
+        path: &str,
+        data: Bytes,
+        version: i32,
+        zxid: i64,
+        time_ms: i64,
+        triggers: &mut Vec<Trigger>,
+    ) -> Stat {
+        let node = self.node_mut(path).expect("setData of a checked node");
+        let old_len = node.data.len() as i64;
+        let new_len = data.len() as i64;
+        node.data = data;
+        node.stat.mtime = time_ms;
+        node.stat.mzxid = zxid;
+        node.stat.version = version;
+        // The reply's stat is taken before quota bookkeeping may rewrite a
+        // stats node's data, as in ZooKeeper.
+        let stat = node.client_stat();
+        let acl = node.acl.clone();
+        self.quota_on_set_data(path, new_len - old_len);
+        self.data_bytes_approx += new_len - old_len;
+        triggers.push(Trigger {
+            path: path.to_owned(),
+            event: EventType::NodeDataChanged,
+            acl,
+        });
+        stat
+    }
+
+    /// `DataTree.setACL` for a setACL whose checks passed. No watch fires.
+    pub(crate) fn set_node_acl(&mut self, path: &str, acl: AclList, aversion: i32) -> Stat {
+        let node = self.node_mut(path).expect("setACL of a checked node");
+        node.stat.aversion = aversion;
+        node.acl = acl;
+        node.client_stat()
+    }
+
+    /// Replaces a node's data without touching its stat, as ZooKeeper's
+    /// quota bookkeeping does to `zookeeper_stats` nodes.
+    pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {
+        if let Some(node) = self.node_mut(path) {
+            node.data = data;
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Transactions: what the server proposes to the log and every replica
+//! applies. A Txn carries everything that is not a pure function of the
+//! tree — time, session id, password, the client's auth ids — so applying
+//! it is deterministic.
+//!
+//! Encoding (big-endian, Jute primitives): format version `i32`,
+//! `time_ms i64`, `session_id i64`, auth ids (Jute vector of `Id`), then
+//! the op: a tag (ZooKeeper's opcode for the same operation) and its
+//! fields. A multi holds a count and its ops; multis do not nest.
+
+use bytes::{Bytes, BytesMut};
+use jute::{Acl, CreateMode, DecodeError, Id, Reader, Record, WriteExt};
+
+/// Version of the encoding below; bump it with any change.
+const TXN_FORMAT: i32 = 1;
+
+/// Op tags, reusing ZooKeeper's opcodes (`ZooDefs.OpCode`).
+mod tag {
+    pub const CREATE: i32 = 1;
+    pub const DELETE: i32 = 2;
+    pub const SET_DATA: i32 = 5;
+    pub const SET_ACL: i32 = 7;
+    pub const CHECK: i32 = 13;
+    pub const MULTI: i32 = 14;
+    pub const REAP: i32 = 20; // deleteContainer
+    pub const CREATE_SESSION: i32 = -10;
+    pub const CLOSE_SESSION: i32 = -11;
+}
+
+/// One entry of the replicated log. Its zxid is its log index, passed to
+/// [`crate::DataTree::apply`] rather than stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    /// Wall-clock time the proposing server stamped: becomes ctime/mtime,
+    /// and is "now" for TTL expiry in `Reap`.
+    pub time_ms: i64,
+    /// The session the request came from (the session being created or
+    /// closed for session ops; the reaper may use 0).
+    pub session_id: i64,
+    /// The client's authenticated ids (`ip:<addr>`, `digest:<user:hash>`,
+    /// `super:`): ACL checks and `auth`-scheme ACL expansion use these.
+    pub auth: Vec<Id>,
+    pub op: TxnOp,
+}
+
+/// The operation of a [`Txn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TxnOp {
+    /// Record `Txn::session_id`. Session ids must not look like container
+    /// or TTL owners (`i64::MIN`, or top byte `0xff`), as ZooKeeper's
+    /// server ids <= 254 guarantee, since ephemerals store the id as owner.
+    CreateSession {
+        timeout_ms: i32,
+        password: Bytes,
+    },
+    /// Forget `Txn::session_id` and delete its ephemerals in path order.
+    CloseSession,
+    /// `ttl_ms` is ZooKeeper's request ttl: in `1..=TTL_MAX_MS` for TTL
+    /// modes and negative (ZooKeeper sends -1) for every other mode, else
+    /// `BadArguments`. Create-with-TTL when extended types are disabled
+    /// (`Unimplemented`) is the server's check.
+    Create {
+        path: String,
+        data: Bytes,
+        acl: Vec<Acl>,
+        mode: CreateMode,
+        ttl_ms: i64,
+    },
+    Delete {
+        path: String,
+        version: i32,
+    },
+    SetData {
+        path: String,
+        data: Bytes,
+        version: i32,
+    },
+    SetAcl {
+        path: String,
+        acl: Vec<Acl>,
+        version: i32,
+    },
+    Check {
+        path: String,
+        version: i32,
+    },
+    /// Create/Delete/SetData/Check only; all or nothing.
+    Multi(Vec<TxnOp>),
+    /// The container/TTL reaper's delete (`deleteContainer`).
+    Reap {
+        path: String,
+    },
+}
+
+impl Txn {
+    pub fn encode(&self, buf: &mut BytesMut) {
+        buf.write_i32(TXN_FORMAT);
+        buf.write_i64(self.time_ms);
+        buf.write_i64(self.session_id);
+        buf.write_i32(jute::jute_len(self.auth.len()));
+        for id in &self.auth {
+            id.encode(buf);
+        }
+        encode_op(&self.op, buf);
+    }
+
+    /// Decodes a whole entry; trailing bytes are an error, as they would
+    /// mean writer and reader disagree on the format.
+    pub fn decode(bytes: Bytes) -> Result<Txn, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let format = r.read_i32()?;
+        if format != TXN_FORMAT {
+            return Err(DecodeError::InvalidValue {
+                field: "txn format",
+                value: i64::from(format),
+            });
+        }
+        let time_ms = r.read_i64()?;
+        let session_id = r.read_i64()?;
+        // An Id is at least two 4-byte string lengths.
+        let auth = r.read_vec(8, Id::decode)?;
+        let op = decode_op(&mut r, true)?;
+        if !r.is_empty() {
+            return Err(DecodeError::InvalidValue {
+                field: "txn trailing bytes",
+                value: r.remaining() as i64,
+            });
+        }
+        Ok(Txn {
+            time_ms,
+            session_id,
+            auth,
+            op,
+        })
+    }
+}
+
+fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
+    match op {
+        TxnOp::CreateSession {
+            timeout_ms,
+            password,
+        } => {
+            buf.write_i32(tag::CREATE_SESSION);
+            buf.write_i32(*timeout_ms);
+            buf.write_buffer(password);
+        }
+        TxnOp::CloseSession => buf.write_i32(tag::CLOSE_SESSION),
+        TxnOp::Create {
+            path,
+            data,
+            acl,
+            mode,
+            ttl_ms,
+        } => {
+            buf.write_i32(tag::CREATE);
+            buf.write_string(path);
+            buf.write_buffer(data);
+            Acl::encode_vec(acl, buf);
+            buf.write_i32(mode.flags());
+            buf.write_i64(*ttl_ms);
+        }
+        TxnOp::Delete { path, version } => {
+            buf.write_i32(tag::DELETE);
+            buf.write_string(path);
+            buf.write_i32(*version);
+        }
+        TxnOp::SetData {
+            path,
+            data,
+            version,
+        } => {
+            buf.write_i32(tag::SET_DATA);
+            buf.write_string(path);
+            buf.write_buffer(data);
+            buf.write_i32(*version);
+        }
+        TxnOp::SetAcl { path, acl, version } => {
+            buf.write_i32(tag::SET_ACL);
+            buf.write_string(path);
+            Acl::encode_vec(acl, buf);
+            buf.write_i32(*version);
+        }
+        TxnOp::Check { path, version } => {
+            buf.write_i32(tag::CHECK);
+            buf.write_string(path);
+            buf.write_i32(*version);
+        }
+        TxnOp::Multi(ops) => {
+            buf.write_i32(tag::MULTI);
+            buf.write_i32(jute::jute_len(ops.len()));
+            for op in ops {
+                encode_op(op, buf);
+            }
+        }
+        TxnOp::Reap { path } => {
+            buf.write_i32(tag::REAP);
+            buf.write_string(path);
+        }
+    }
+}
+
+/// `top_level` is false inside a multi, where another multi is refused so
+/// that a forged entry cannot recurse without bound.
+fn decode_op(r: &mut Reader, top_level: bool) -> Result<TxnOp, DecodeError> {
+    let tag = r.read_i32()?;
+    Ok(match tag {
+        tag::CREATE_SESSION => TxnOp::CreateSession {
+            timeout_ms: r.read_i32()?,
+            password: r.read_buffer_or_empty()?,
+        },
+        tag::CLOSE_SESSION => TxnOp::CloseSession,
+        tag::CREATE => {
+            let path = r.read_string()?;
+            let data = r.read_buffer_or_empty()?;
+            let acl = Acl::decode_vec(r)?;
+            let flags = r.read_i32()?;
+            let mode = CreateMode::from_flags(flags).ok_or(DecodeError::InvalidValue {
+                field: "create mode",
+                value: i64::from(flags),
+            })?;
+            TxnOp::Create {
+                path,
+                data,
+                acl,
+                mode,
+                ttl_ms: r.read_i64()?,
+            }
+        }
+        tag::DELETE => TxnOp::Delete {
+            path: r.read_string()?,
+            version: r.read_i32()?,
+        },
+        tag::SET_DATA => TxnOp::SetData {
+            path: r.read_string()?,
+            data: r.read_buffer_or_empty()?,
+            version: r.read_i32()?,
+        },
+        tag::SET_ACL => TxnOp::SetAcl {
+            path: r.read_string()?,
+            acl: Acl::decode_vec(r)?,
+            version: r.read_i32()?,
+        },
+        tag::CHECK => TxnOp::Check {
+            path: r.read_string()?,
+            version: r.read_i32()?,
+        },
+        tag::MULTI if top_level => {
+            // The smallest op is a close-session tag: 4 bytes.
+            TxnOp::Multi(r.read_vec(4, |r| decode_op(r, false))?)
+        }
+        tag::REAP => TxnOp::Reap {
+            path: r.read_string()?,
+        },
+        other => {
+            return Err(DecodeError::InvalidValue {
+                field: "txn op",
+                value: i64::from(other),
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_bytes() -> impl Strategy<Value = Bytes> {
+        proptest::collection::vec(any::<u8>(), 0..16).prop_map(Bytes::from)
+    }
+
+    fn arb_id() -> impl Strategy<Value = Id> {
+        ("[a-z]{0,6}", "\\PC{0,8}").prop_map(|(s, i)| Id::new(s, i))
+    }
+
+    fn arb_acl() -> impl Strategy<Value = Vec<Acl>> {
+        proptest::collection::vec(
+            (any::<i32>(), arb_id()).prop_map(|(perms, id)| Acl { perms, id }),
+            0..3,
+        )
+    }
+
+    fn arb_mode() -> impl Strategy<Value = CreateMode> {
+        (0..7).prop_map(|f| CreateMode::from_flags(f).unwrap())
+    }
+
+    fn arb_leaf_op() -> impl Strategy<Value = TxnOp> {
+        let path = "\\PC{0,12}";
+        prop_oneof![
+            (any::<i32>(), arb_bytes()).prop_map(|(timeout_ms, password)| {
+                TxnOp::CreateSession {
+                    timeout_ms,
+                    password,
+                }
+            }),
+            Just(TxnOp::CloseSession),
+            (path, arb_bytes(), arb_acl(), arb_mode(), any::<i64>()).prop_map(
+                |(path, data, acl, mode, ttl_ms)| TxnOp::Create {
+                    path,
+                    data,
+                    acl,
+                    mode,
+                    ttl_ms
+                }
+            ),
+            (path, any::<i32>()).prop_map(|(path, version)| TxnOp::Delete { path, version }),
+            (path, arb_bytes(), any::<i32>()).prop_map(|(path, data, version)| {
+                TxnOp::SetData {
+                    path,
+                    data,
+                    version,
+                }
+            }),
+            (path, arb_acl(), any::<i32>()).prop_map(|(path, acl, version)| TxnOp::SetAcl {
+                path,
+                acl,
+                version
+            }),
+            (path, any::<i32>()).prop_map(|(path, version)| TxnOp::Check { path, version }),
+            path.prop_map(|path| TxnOp::Reap { path }),
+        ]
+    }
+
+    fn arb_op() -> impl Strategy<Value = TxnOp> {
+        prop_oneof![
+            4 => arb_leaf_op(),
+            1 => proptest::collection::vec(arb_leaf_op(), 0..5).prop_map(TxnOp::Multi),
+        ]
+    }
+
+    fn arb_txn() -> impl Strategy<Value = Txn> {
+        (
+            any::<i64>(),
+            any::<i64>(),
+            proptest::collection::vec(arb_id(), 0..3),
+            arb_op(),
+        )
+            .prop_map(|(time_ms, session_id, auth, op)| Txn {
+                time_ms,
+                session_id,
+                auth,
+                op,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trip(txn in arb_txn()) {
+            let mut buf = BytesMut::new();
+            txn.encode(&mut buf);
+            let bytes = buf.freeze();
+            prop_assert_eq!(Txn::decode(bytes.clone()).unwrap(), txn);
+            // Every strict prefix is an error, never a panic or a success.
+            for cut in 0..bytes.len() {
+                prop_assert!(Txn::decode(bytes.slice(..cut)).is_err());
+            }
+        }
+
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Txn::decode(Bytes::from(bytes));
+        }
+    }
+
+    #[test]
+    fn nested_multi_and_trailing_bytes_are_rejected() {
+        let txn = Txn {
+            time_ms: 1,
+            session_id: 2,
+            auth: vec![],
+            op: TxnOp::Multi(vec![TxnOp::Multi(vec![])]),
+        };
+        let mut buf = BytesMut::new();
+        txn.encode(&mut buf);
+        assert!(Txn::decode(buf.freeze()).is_err());
+
+        let txn = Txn {
+            time_ms: 1,
+            session_id: 2,
+            auth: vec![],
+            op: TxnOp::CloseSession,
+        };
+        let mut buf = BytesMut::new();
+        txn.encode(&mut buf);
+        buf.write_i32(0);
+        assert!(matches!(
+            Txn::decode(buf.freeze()),
+            Err(DecodeError::InvalidValue {
+                field: "txn trailing bytes",
+                ..
+            })
+        ));
+    }
+}
