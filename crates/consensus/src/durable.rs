@@ -183,14 +183,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
-            log.persist(&[entry(1, 1, b"a"), entry(2, 1, b"b")], Some(&hard_state(1, 1, 2)))
-                .unwrap();
+            log.persist(
+                &[entry(1, 1, b"a"), entry(2, 1, b"b")],
+                Some(&hard_state(1, 1, 2)),
+            )
+            .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], None).unwrap();
         let mem = log.raft_storage();
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
-        let entries = mem.entries(1, 3, None, raft::GetEntriesContext::empty(false)).unwrap();
+        let entries = mem
+            .entries(1, 3, None, raft::GetEntriesContext::empty(false))
+            .unwrap();
         assert_eq!(entries[1].data.as_ref(), b"b");
     }
 
@@ -199,8 +204,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
-            log.persist(&[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")], None)
-                .unwrap();
+            log.persist(
+                &[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")],
+                None,
+            )
+            .unwrap();
             log.persist(&[entry(2, 2, b"B")], Some(&hard_state(2, 1, 1)))
                 .unwrap();
         }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use raft::prelude::{Entry, EntryType};
-use raft::{RawNode, StateRole};
 use raft::storage::MemStorage;
+use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 
 use crate::durable::DurableLog;
@@ -289,7 +289,9 @@ impl<W> Driver<W> {
         };
         self.status.role.store(role as u8, Ordering::Relaxed);
         self.status.term.store(raft.term, Ordering::Relaxed);
-        self.status.leader_id.store(raft.leader_id, Ordering::Relaxed);
+        self.status
+            .leader_id
+            .store(raft.leader_id, Ordering::Relaxed);
         self.status
             .commit_index
             .store(raft.raft_log.committed, Ordering::Relaxed);
@@ -340,10 +342,20 @@ mod tests {
         }
         let first = collect(&mut rx, 3);
         assert_eq!(
-            first.iter().map(|(_, d, w)| (d.clone(), *w)).collect::<Vec<_>>(),
-            vec![(b"a".to_vec(), Some(0)), (b"b".to_vec(), Some(1)), (b"c".to_vec(), Some(2))]
+            first
+                .iter()
+                .map(|(_, d, w)| (d.clone(), *w))
+                .collect::<Vec<_>>(),
+            vec![
+                (b"a".to_vec(), Some(0)),
+                (b"b".to_vec(), Some(1)),
+                (b"c".to_vec(), Some(2))
+            ]
         );
-        assert!(first.windows(2).all(|w| w[0].0 < w[1].0), "indexes increase");
+        assert!(
+            first.windows(2).all(|w| w[0].0 < w[1].0),
+            "indexes increase"
+        );
         assert_eq!(node.status().role(), Role::Leader);
         drop(node);
         drop(rx);
@@ -352,8 +364,14 @@ mod tests {
         let _node = Consensus::<u32>::start(config(dir.path()), None, tx).unwrap();
         let replayed = collect(&mut rx, 3);
         assert_eq!(
-            replayed.iter().map(|(i, d, w)| (*i, d.clone(), *w)).collect::<Vec<_>>(),
-            first.iter().map(|(i, d, _)| (*i, d.clone(), None)).collect::<Vec<_>>(),
+            replayed
+                .iter()
+                .map(|(i, d, w)| (*i, d.clone(), *w))
+                .collect::<Vec<_>>(),
+            first
+                .iter()
+                .map(|(i, d, _)| (*i, d.clone(), None))
+                .collect::<Vec<_>>(),
             "the same entries at the same indexes, without waiters"
         );
     }

@@ -5,7 +5,7 @@ use std::io::{self, Read, Write};
 use std::path::Path;
 
 use raft::prelude::{ConfState, Snapshot};
-use storage::SnapshotStore;
+use storage::{SnapshotReader, SnapshotStore};
 
 use crate::Error;
 
@@ -68,7 +68,10 @@ impl SnapshotMeta {
         let meta = snapshot.mut_metadata();
         meta.index = self.index;
         meta.term = self.term;
-        meta.set_conf_state(ConfState::from((self.voters.clone(), self.learners.clone())));
+        meta.set_conf_state(ConfState::from((
+            self.voters.clone(),
+            self.learners.clone(),
+        )));
         snapshot
     }
 }
@@ -101,7 +104,7 @@ impl Snapshots {
 
     /// The newest valid snapshot: its metadata and a reader positioned at
     /// the state machine's bytes.
-    pub fn latest(&self) -> Result<Option<(SnapshotMeta, Box<dyn Read + Send>)>, Error> {
+    pub fn latest(&self) -> Result<Option<(SnapshotMeta, SnapshotReader)>, Error> {
         let Some((_, mut reader)) = self.store.latest()? else {
             return Ok(None);
         };

@@ -1,0 +1,99 @@
+//! The `paddock` binary: argument parsing and wiring only.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use server::ServerConfig;
+
+#[derive(Parser)]
+#[command(
+    name = "paddock",
+    version,
+    about = "A coordination service that speaks ZooKeeper's protocol"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a server. With no options: standalone on port 2181, data in
+    /// ./paddock-data.
+    Serve(ServeArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// A ZooKeeper `zoo.cfg`; the options below override its keys.
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Client port (zoo.cfg `clientPort`).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Address to listen on (zoo.cfg `clientPortAddress`).
+    #[arg(long)]
+    bind: Option<IpAddr>,
+    /// Snapshots and, unless --data-log-dir is given, the log (`dataDir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The write-ahead log (`dataLogDir`).
+    #[arg(long)]
+    data_log_dir: Option<PathBuf>,
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => ServerConfig::from_file(path)?,
+        None => ServerConfig::default(),
+    };
+    if let Some(port) = args.port {
+        config.client_port = port;
+    }
+    if let Some(bind) = args.bind {
+        config.client_port_address = Some(bind);
+    }
+    if let Some(dir) = args.data_dir {
+        if args.data_log_dir.is_none() && config.data_log_dir == config.data_dir {
+            config.data_log_dir = dir.clone();
+        }
+        config.data_dir = dir;
+    }
+    if let Some(dir) = args.data_log_dir {
+        config.data_log_dir = dir;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        server::run(config, |_| {}, shutdown_signal())
+            .await
+            .context("the server stopped")
+    })
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing a SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+}

@@ -1,0 +1,201 @@
+//! The apply loop: committed entries, in log order, become tree versions.
+//!
+//! For each batch the loop applies every txn to its working tree, then in
+//! one critical section publishes the new version and queues the watch
+//! events of its triggers, and only then completes the proposers' waiters.
+//! A client therefore receives a watch event before the reply (or any later
+//! read) that shows the change, ZooKeeper's ordering guarantee.
+//!
+//! Every `snapCount` txns (jittered, as ZooKeeper does, so replicas do not
+//! snapshot in step) the loop hands an O(1) clone of the tree to a blocking
+//! task that writes it while applying continues.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use consensus::{CommittedEntry, SnapshotMeta, Snapshots};
+use rand::Rng as _;
+use tokio::sync::mpsc;
+use tree::{DataTree, Outcome, Trigger, Txn, TxnOp};
+
+use crate::shared::{Committed, Shared, Waiter, WatchEvent};
+
+pub struct ApplyLoop {
+    pub shared: Arc<Shared>,
+    pub tree: DataTree,
+    pub snapshots: Arc<Snapshots>,
+    pub snapshot_in_progress: Arc<AtomicBool>,
+    pub voters: Vec<u64>,
+    /// Txns applied since the last snapshot started.
+    pub since_snapshot: u64,
+    /// Txns after which the next snapshot starts (`snapCount`, jittered).
+    pub snapshot_after: u64,
+}
+
+/// Why the apply loop stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("committed entry {index} is not a transaction this server can read ({source}); the log is damaged or was written by an incompatible version")]
+    BadEntry {
+        index: u64,
+        source: jute::DecodeError,
+    },
+}
+
+impl ApplyLoop {
+    pub fn jittered_snapshot_count(snap_count: u64) -> u64 {
+        let half = (snap_count / 2).max(1);
+        half + rand::thread_rng().gen_range(0..half)
+    }
+
+    pub async fn run(
+        mut self,
+        mut committed: mpsc::UnboundedReceiver<Vec<CommittedEntry<Waiter>>>,
+    ) -> Result<(), ApplyError> {
+        while let Some(batch) = committed.recv().await {
+            self.apply_batch(batch)?;
+        }
+        Ok(())
+    }
+
+    fn apply_batch(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Result<(), ApplyError> {
+        let mut replies: Vec<(Waiter, Committed)> = Vec::new();
+        let mut events: Vec<(i64, Vec<Trigger>)> = Vec::new();
+        let mut closed_sessions: Vec<i64> = Vec::new();
+        let mut last = None;
+        for entry in batch {
+            last = Some((entry.index, entry.term));
+            if entry.data.is_empty() {
+                continue;
+            }
+            let txn = Txn::decode(entry.data).map_err(|source| ApplyError::BadEntry {
+                index: entry.index,
+                source,
+            })?;
+            let zxid = entry.index as i64;
+            let applied = self.tree.apply(zxid, &txn);
+            self.track_session(&txn, &applied.outcome, &mut closed_sessions);
+            if !applied.triggers.is_empty() {
+                events.push((zxid, applied.triggers));
+            }
+            if let Some(waiter) = entry.waiter {
+                replies.push((
+                    waiter,
+                    Committed {
+                        zxid,
+                        outcome: applied.outcome,
+                    },
+                ));
+            }
+            self.since_snapshot += 1;
+        }
+        let Some((last_index, last_term)) = last else {
+            return Ok(());
+        };
+        self.publish(last_index as i64, events);
+        for (waiter, committed) in replies {
+            // The connection may have gone; its reply has nowhere to go.
+            let _ = waiter.send(committed);
+        }
+        for session_id in closed_sessions {
+            if let Some(owner) = self.shared.sessions.forget(session_id) {
+                self.shared.kill_connection(owner);
+            }
+        }
+        if self.since_snapshot >= self.snapshot_after {
+            self.start_snapshot(last_index, last_term);
+        }
+        Ok(())
+    }
+
+    /// Keeps liveness tracking in step with the replicated session table.
+    fn track_session(&self, txn: &Txn, outcome: &Outcome, closed: &mut Vec<i64>) {
+        match (&txn.op, outcome) {
+            (TxnOp::CreateSession { timeout_ms, .. }, Outcome::SessionCreated) => {
+                self.shared.sessions.track(
+                    txn.session_id,
+                    Duration::from_millis(*timeout_ms as u64),
+                    Instant::now(),
+                );
+            }
+            (TxnOp::CloseSession, Outcome::SessionClosed) => closed.push(txn.session_id),
+            _ => {}
+        }
+    }
+
+    fn publish(&self, last_zxid: i64, events: Vec<(i64, Vec<Trigger>)>) {
+        let mut published = self.shared.published();
+        published.tree = self.tree.clone();
+        published.last_zxid = last_zxid;
+        if events.is_empty() {
+            return;
+        }
+        let connections = self.shared.connections();
+        for (zxid, triggers) in events {
+            for trigger in triggers {
+                for connection in published.watches.trigger(&trigger.path, trigger.event) {
+                    let Some(handle) = connections.get(&connection) else {
+                        continue;
+                    };
+                    let auth = handle.auth.lock().expect("auth poisoned").clone();
+                    if !tree::check_acl(&trigger.acl, jute::perms::READ, &auth) {
+                        continue;
+                    }
+                    let event = WatchEvent {
+                        zxid,
+                        event: trigger.event,
+                        path: trigger.path.clone(),
+                    };
+                    // A client that cannot keep up with its events is
+                    // disconnected rather than silently losing one; it
+                    // re-registers its watches when it reconnects.
+                    if handle.events.try_send(event).is_err() {
+                        tracing::warn!(
+                            remote = %handle.remote,
+                            "closing a connection whose client is not reading its watch events"
+                        );
+                        handle.kill.cancel();
+                    }
+                }
+            }
+        }
+    }
+
+    fn start_snapshot(&mut self, index: u64, term: u64) {
+        if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        self.since_snapshot = 0;
+        self.snapshot_after = Self::jittered_snapshot_count(self.shared.config.snap_count);
+        let tree = self.tree.clone();
+        let meta = SnapshotMeta {
+            index,
+            term,
+            voters: self.voters.clone(),
+            learners: Vec::new(),
+        };
+        let snapshots = self.snapshots.clone();
+        let in_progress = self.snapshot_in_progress.clone();
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || {
+            let started = Instant::now();
+            match snapshots.save(&meta, |out| tree.write_snapshot(out)) {
+                Ok(()) => {
+                    tracing::info!(
+                        zxid = index,
+                        nodes = tree.node_count(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "snapshot written"
+                    );
+                    // The log may now forget what the snapshot holds.
+                    let _ = shared.consensus.compact(index);
+                }
+                Err(error) => tracing::error!(
+                    "writing a snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a snapshot succeeds"
+                ),
+            }
+            in_progress.store(false, Ordering::Release);
+        });
+    }
+}

@@ -1,0 +1,304 @@
+//! `zoo.cfg`: ZooKeeper's configuration file, read with ZooKeeper's keys.
+//!
+//! ZooKeeper turns keys it does not know into `zookeeper.`-prefixed system
+//! properties, so users also set things like `jute.maxbuffer` or
+//! `DigestAuthenticationProvider.superDigest` there. We accept every key we
+//! honour with or without that prefix, check relations between fields up
+//! front, and name the key and the fix when something is wrong.
+
+use std::collections::{BTreeMap, HashSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+/// ZooKeeper's default `jute.maxbuffer`: 1 MiB less one byte's worth of
+/// headroom, as `0xfffff`.
+pub const JUTE_MAX_BUFFER_DEFAULT: usize = 0xfffff;
+
+/// The four-letter words ZooKeeper 3.9 enables when no whitelist is given.
+const FOUR_LETTER_DEFAULT: &[&str] = &["srvr"];
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub client_port: u16,
+    pub client_port_address: Option<IpAddr>,
+    pub data_dir: PathBuf,
+    /// Where the write-ahead log lives; `data_dir` unless set.
+    pub data_log_dir: PathBuf,
+    pub tick_time_ms: u32,
+    pub min_session_timeout_ms: u32,
+    pub max_session_timeout_ms: u32,
+    /// Connections allowed from one IP address; 0 means unlimited.
+    pub max_client_cnxns: usize,
+    /// Applied transactions between snapshots (ZooKeeper's `snapCount`).
+    pub snap_count: u64,
+    pub autopurge_snap_retain_count: u32,
+    pub autopurge_purge_interval_hours: u32,
+    pub extended_types_enabled: bool,
+    /// Enabled four-letter words; `None` means all of them (`*`).
+    pub four_letter_words: Option<HashSet<String>>,
+    pub jute_max_buffer: usize,
+    /// `user:base64(sha1(user:password))` of the superuser.
+    pub super_digest: Option<String>,
+    /// A JAAS file with a `Server` section listing SASL users.
+    pub jaas_config: Option<PathBuf>,
+    pub container_check_interval_ms: u64,
+    pub container_max_never_used_interval_ms: i64,
+    /// Keys we read but do not act on, reported once at start-up.
+    pub ignored_keys: Vec<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        let tick_time_ms = 2000;
+        Self {
+            client_port: 2181,
+            client_port_address: None,
+            data_dir: PathBuf::from("paddock-data"),
+            data_log_dir: PathBuf::from("paddock-data"),
+            tick_time_ms,
+            min_session_timeout_ms: tick_time_ms * 2,
+            max_session_timeout_ms: tick_time_ms * 20,
+            max_client_cnxns: 60,
+            snap_count: 100_000,
+            autopurge_snap_retain_count: 3,
+            autopurge_purge_interval_hours: 0,
+            extended_types_enabled: false,
+            four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
+            jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
+            super_digest: None,
+            jaas_config: None,
+            container_check_interval_ms: 60_000,
+            container_max_never_used_interval_ms: 0,
+            ignored_keys: Vec::new(),
+        }
+    }
+}
+
+/// A configuration problem, phrased for the operator who must fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{key}={value} in the configuration is invalid: {reason}")]
+    Invalid {
+        key: String,
+        value: String,
+        reason: String,
+    },
+}
+
+fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.into(),
+    }
+}
+
+/// Reads a Java properties file: `key=value` or `key: value` or `key value`,
+/// `#` and `!` comments, surrounding whitespace ignored.
+pub fn parse_properties(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with('!'))
+        .map(|line| {
+            let split = line
+                .find(['=', ':'])
+                .or_else(|| line.find(char::is_whitespace));
+            match split {
+                Some(at) => (
+                    line[..at].trim().to_string(),
+                    line[at + 1..].trim().to_string(),
+                ),
+                None => (line.to_string(), String::new()),
+            }
+        })
+        .collect()
+}
+
+impl ServerConfig {
+    pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_properties(&parse_properties(&text))
+    }
+
+    pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        let mut min_timeout = None;
+        let mut max_timeout = None;
+        let mut data_log_dir = None;
+        for (raw_key, value) in props {
+            let key = raw_key.strip_prefix("zookeeper.").unwrap_or(raw_key);
+            match key {
+                "clientPort" => config.client_port = number(raw_key, value)?,
+                "clientPortAddress" => {
+                    config.client_port_address = Some(
+                        value
+                            .parse()
+                            .map_err(|_| invalid(raw_key, value, "expected an IP address"))?,
+                    )
+                }
+                "dataDir" => config.data_dir = PathBuf::from(value),
+                "dataLogDir" => data_log_dir = Some(PathBuf::from(value)),
+                "tickTime" => config.tick_time_ms = number(raw_key, value)?,
+                "minSessionTimeout" => min_timeout = Some(number::<i64>(raw_key, value)?),
+                "maxSessionTimeout" => max_timeout = Some(number::<i64>(raw_key, value)?),
+                "maxClientCnxns" => config.max_client_cnxns = number(raw_key, value)?,
+                "snapCount" => config.snap_count = number(raw_key, value)?,
+                "autopurge.snapRetainCount" => {
+                    config.autopurge_snap_retain_count = number(raw_key, value)?
+                }
+                "autopurge.purgeInterval" => {
+                    config.autopurge_purge_interval_hours = number(raw_key, value)?
+                }
+                "extendedTypesEnabled" => config.extended_types_enabled = boolean(raw_key, value)?,
+                "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
+                "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
+                "DigestAuthenticationProvider.superDigest" => {
+                    if !value.contains(':') {
+                        return Err(invalid(raw_key, value, "expected user:base64-sha1-digest"));
+                    }
+                    config.super_digest = Some(value.clone())
+                }
+                "jaasLoginConfig" | "java.security.auth.login.config" => {
+                    config.jaas_config = Some(PathBuf::from(value))
+                }
+                "znode.container.checkIntervalMs" => {
+                    config.container_check_interval_ms = number(raw_key, value)?
+                }
+                "znode.container.maxNeverUsedIntervalMs" => {
+                    config.container_max_never_used_interval_ms = number(raw_key, value)?
+                }
+                _ => config.ignored_keys.push(raw_key.clone()),
+            }
+        }
+        config.data_log_dir = data_log_dir.unwrap_or_else(|| config.data_dir.clone());
+        if config.tick_time_ms == 0 {
+            return Err(invalid(
+                "tickTime",
+                "0",
+                "must be a positive number of milliseconds",
+            ));
+        }
+        // ZooKeeper: -1 (or absent) means the default of 2 and 20 ticks.
+        let tick = i64::from(config.tick_time_ms);
+        let min = min_timeout.filter(|&v| v >= 0).unwrap_or(tick * 2);
+        let max = max_timeout.filter(|&v| v >= 0).unwrap_or(tick * 20);
+        if min > max {
+            return Err(invalid(
+                "minSessionTimeout",
+                &min.to_string(),
+                format!("must not exceed maxSessionTimeout ({max}); lower it or raise maxSessionTimeout"),
+            ));
+        }
+        config.min_session_timeout_ms = u32::try_from(min)
+            .map_err(|_| invalid("minSessionTimeout", &min.to_string(), "too large"))?;
+        config.max_session_timeout_ms = u32::try_from(max)
+            .map_err(|_| invalid("maxSessionTimeout", &max.to_string(), "too large"))?;
+        if config.snap_count < 2 {
+            return Err(invalid(
+                "snapCount",
+                &config.snap_count.to_string(),
+                "must be at least 2",
+            ));
+        }
+        if config.jute_max_buffer < 1024 {
+            return Err(invalid(
+                "jute.maxbuffer",
+                &config.jute_max_buffer.to_string(),
+                "must be at least 1024 bytes",
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The timeout a client gets: what it asked for, within [min, max].
+    pub fn negotiate_session_timeout(&self, requested_ms: i32) -> i32 {
+        let min = self.min_session_timeout_ms as i32;
+        let max = self.max_session_timeout_ms as i32;
+        requested_ms.clamp(min, max)
+    }
+
+    pub fn four_letter_word_enabled(&self, word: &str) -> bool {
+        self.four_letter_words
+            .as_ref()
+            .is_none_or(|words| words.contains(word))
+    }
+}
+
+fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "expected a non-negative number"))
+}
+
+fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "yes" => Ok(true),
+        "false" | "no" => Ok(false),
+        _ => Err(invalid(key, value, "expected true or false")),
+    }
+}
+
+fn whitelist(value: &str) -> Option<HashSet<String>> {
+    let words: HashSet<String> = value
+        .split(',')
+        .map(|w| w.trim().to_string())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if words.contains("*") {
+        None
+    } else {
+        Some(words)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Result<ServerConfig, ConfigError> {
+        ServerConfig::from_properties(&parse_properties(text))
+    }
+
+    #[test]
+    fn reads_zookeeper_keys_with_and_without_prefix() {
+        let c = config(
+            "# comment\ntickTime=100\nclientPort = 2999\ndataDir=/tmp/x\n\
+             zookeeper.jute.maxbuffer=4096\nDigestAuthenticationProvider.superDigest=super:abc=\n\
+             4lw.commands.whitelist=ruok, srvr\nsomething.unknown=1\n",
+        )
+        .unwrap();
+        assert_eq!(c.client_port, 2999);
+        assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));
+        assert_eq!(c.jute_max_buffer, 4096);
+        assert_eq!(c.min_session_timeout_ms, 200);
+        assert_eq!(c.max_session_timeout_ms, 2000);
+        assert_eq!(c.super_digest.as_deref(), Some("super:abc="));
+        assert!(c.four_letter_word_enabled("ruok"));
+        assert!(!c.four_letter_word_enabled("dump"));
+        assert_eq!(c.ignored_keys, vec!["something.unknown".to_string()]);
+        assert_eq!(c.negotiate_session_timeout(50), 200);
+        assert_eq!(c.negotiate_session_timeout(100_000), 2000);
+    }
+
+    #[test]
+    fn star_enables_every_word() {
+        assert!(config("4lw.commands.whitelist=*")
+            .unwrap()
+            .four_letter_word_enabled("dump"));
+    }
+
+    #[test]
+    fn relations_are_checked() {
+        let err = config("minSessionTimeout=5000\nmaxSessionTimeout=1000").unwrap_err();
+        assert!(err.to_string().contains("maxSessionTimeout"), "{err}");
+        assert!(config("clientPort=abc").is_err());
+    }
+}

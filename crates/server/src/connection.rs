@@ -1,0 +1,491 @@
+//! One client connection: a four-letter word, or the connect handshake and
+//! then two halves — a reader that turns frames into pipeline steps in
+//! arrival order, and a writer that completes those steps in the same
+//! order, interleaving watch events, and flushes once per drained queue.
+//!
+//! Bad input costs only this connection: a frame that is oversized,
+//! malformed or cut off ends it with a log line and a counter, and nothing
+//! a client sends can panic the server.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use jute::{
+    ConnectRequest, ConnectResponse, ErrorCode, Id, Reader, Record, Request, RequestHeader,
+};
+use rand::RngCore as _;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tree::{Outcome, Txn, TxnOp};
+
+use crate::pipeline::{self, SessionContext, Step};
+use crate::reply;
+use crate::shared::{next_connection_id, now_ms, ConnectionHandle, Shared, WatchEvent};
+
+/// Steps a connection may have in flight before it stops reading its
+/// socket: backpressure on a client that pipelines faster than we apply.
+const STEPS_QUEUED_MAX: usize = 1000;
+/// Watch events queued for one connection before it counts as not reading.
+const EVENTS_QUEUED_MAX: usize = 100_000;
+/// The writer flushes at least this often while steps keep coming.
+const FLUSH_BYTES: usize = 64 * 1024;
+/// How long a closing connection may take to send replies already built.
+const FINAL_FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
+/// Bytes read from the socket per call, at least.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+/// ZooKeeper's session passwords are 16 bytes.
+const PASSWORD_BYTES: usize = 16;
+
+#[derive(Debug, thiserror::Error)]
+enum ConnectionError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Frame(#[from] jute::FrameError),
+    #[error("malformed request: {0}")]
+    Decode(#[from] jute::DecodeError),
+    #[error("connection closed in the middle of a frame")]
+    Truncated,
+    #[error("no connect request within {0:?}")]
+    HandshakeTimeout(Duration),
+    #[error("client has seen zxid {seen:#x} but this server's last zxid is {ours:#x}; the client should try another server")]
+    FromTheFuture { seen: i64, ours: i64 },
+    #[error("session could not be created: {0}")]
+    SessionNotCreated(String),
+}
+
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = stream.into_split();
+    match run(shared.clone(), reader, writer, remote).await {
+        Ok(()) => tracing::debug!(%remote, "connection closed"),
+        Err(ConnectionError::Io(e)) => tracing::debug!(%remote, "connection ended: {e}"),
+        Err(error) => {
+            if matches!(
+                error,
+                ConnectionError::Frame(_) | ConnectionError::Decode(_) | ConnectionError::Truncated
+            ) {
+                shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+            }
+            tracing::warn!(%remote, "closing connection: {error}");
+        }
+    }
+}
+
+async fn run(
+    shared: Arc<Shared>,
+    mut reader: OwnedReadHalf,
+    mut writer: OwnedWriteHalf,
+    remote: SocketAddr,
+) -> Result<(), ConnectionError> {
+    let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let handshake_timeout = Duration::from_millis(u64::from(shared.config.max_session_timeout_ms));
+    let first = tokio::time::timeout(handshake_timeout, async {
+        while buf.len() < 4 {
+            if reader.read_buf(&mut buf).await? == 0 {
+                return Ok::<bool, std::io::Error>(false);
+            }
+        }
+        Ok(true)
+    })
+    .await
+    .map_err(|_| ConnectionError::HandshakeTimeout(handshake_timeout))??;
+    if !first {
+        return Ok(());
+    }
+    let first4 = [buf[0], buf[1], buf[2], buf[3]];
+    if let Some(word) = jute::four_letter_word(first4) {
+        let answer = crate::four_letter::answer(&shared, word);
+        writer.write_all(answer.as_bytes()).await?;
+        writer.shutdown().await?;
+        return Ok(());
+    }
+
+    let max_frame = shared.config.jute_max_buffer;
+    let Some(frame) = tokio::time::timeout(
+        handshake_timeout,
+        next_frame(&mut reader, &mut buf, max_frame),
+    )
+    .await
+    .map_err(|_| ConnectionError::HandshakeTimeout(handshake_timeout))??
+    else {
+        return Ok(());
+    };
+    let connect = ConnectRequest::decode(&mut Reader::new(frame))?;
+    let connection = next_connection_id(&shared);
+    let Some(session) = establish(&shared, &connect, connection, remote, &mut writer).await? else {
+        return Ok(());
+    };
+
+    let token = CancellationToken::new();
+    let (events_tx, events) = mpsc::channel(EVENTS_QUEUED_MAX);
+    let handle = Arc::new(ConnectionHandle {
+        remote,
+        session_id: AtomicI64::new(session.session_id),
+        events: events_tx,
+        kill: token.clone(),
+        established: Instant::now(),
+        auth: std::sync::Mutex::new(session.auth.clone()),
+        received: AtomicU64::new(0),
+        sent: AtomicU64::new(0),
+    });
+    shared.connections().insert(connection, handle.clone());
+    if let Some(previous) = shared
+        .sessions
+        .take_ownership(session.session_id, connection)
+    {
+        shared.kill_connection(previous);
+    }
+
+    let (steps_tx, steps) = mpsc::channel(STEPS_QUEUED_MAX);
+    let writer_task = tokio::spawn(write_loop(
+        shared.clone(),
+        writer,
+        steps,
+        events,
+        token.clone(),
+        SessionContext {
+            connection,
+            session_id: session.session_id,
+            auth: session.auth.clone(),
+        },
+        handle.clone(),
+    ));
+    let result = read_loop(
+        &shared,
+        &mut reader,
+        buf,
+        session,
+        steps_tx,
+        &token,
+        &handle,
+    )
+    .await;
+    // The writer finishes what was read (a closeSession reply, say) unless
+    // the connection was killed; then everything it held is released.
+    let _ = writer_task.await;
+    token.cancel();
+    shared.connections().remove(&connection);
+    shared.published().watches.remove_connection(connection);
+    shared
+        .sessions
+        .release_ownership(handle.session_id.load(Ordering::Relaxed), connection);
+    result
+}
+
+/// Creates a session or resumes one. `None` when the client was refused
+/// with an expired-session response.
+async fn establish(
+    shared: &Shared,
+    connect: &ConnectRequest,
+    connection: u64,
+    remote: SocketAddr,
+    writer: &mut OwnedWriteHalf,
+) -> Result<Option<SessionContext>, ConnectionError> {
+    let ours = shared.last_zxid();
+    if connect.last_zxid_seen > ours {
+        return Err(ConnectionError::FromTheFuture {
+            seen: connect.last_zxid_seen,
+            ours,
+        });
+    }
+    let timeout_ms = shared.config.negotiate_session_timeout(connect.timeout_ms);
+    let read_only = connect.read_only.map(|_| false);
+    let (session_id, password) = if connect.session_id == 0 {
+        create_session(shared, timeout_ms).await?
+    } else {
+        let known = shared
+            .published()
+            .tree
+            .session(connect.session_id)
+            .map(|s| s.password.clone());
+        match known {
+            Some(password) if password == connect.password => {
+                shared.sessions.track(
+                    connect.session_id,
+                    Duration::from_millis(timeout_ms as u64),
+                    Instant::now(),
+                );
+                (connect.session_id, password)
+            }
+            _ => {
+                // ZooKeeper's answer to an unknown session or a wrong
+                // password: timeout 0, which clients read as expired.
+                tracing::info!(%remote, session = format!("{:#x}", connect.session_id), "refusing reconnect: session expired or wrong password");
+                let refusal = ConnectResponse {
+                    protocol_version: 0,
+                    timeout_ms: 0,
+                    session_id: 0,
+                    password: Bytes::from_static(&[0; PASSWORD_BYTES]),
+                    read_only,
+                };
+                writer.write_all(&reply::bare(&refusal)).await?;
+                writer.shutdown().await?;
+                return Ok(None);
+            }
+        }
+    };
+    let response = ConnectResponse {
+        protocol_version: 0,
+        timeout_ms,
+        session_id,
+        password,
+        read_only,
+    };
+    writer.write_all(&reply::bare(&response)).await?;
+    tracing::debug!(%remote, session = format!("{session_id:#x}"), timeout_ms, "session established");
+    Ok(Some(SessionContext {
+        connection,
+        session_id,
+        auth: Arc::new(vec![Id::new("ip", remote.ip().to_string())]),
+    }))
+}
+
+async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes), ConnectionError> {
+    let session_id = shared.session_ids.next();
+    let mut password = vec![0u8; PASSWORD_BYTES];
+    rand::thread_rng().fill_bytes(&mut password);
+    let password = Bytes::from(password);
+    let txn = Txn {
+        time_ms: now_ms(),
+        session_id,
+        auth: Vec::new(),
+        op: TxnOp::CreateSession {
+            timeout_ms,
+            password: password.clone(),
+        },
+    };
+    match shared.propose(&txn).await {
+        Ok(committed) if matches!(committed.outcome, Outcome::SessionCreated) => {
+            Ok((session_id, password))
+        }
+        Ok(committed) => Err(ConnectionError::SessionNotCreated(format!(
+            "{:?}",
+            committed.outcome
+        ))),
+        Err(_) => Err(ConnectionError::SessionNotCreated(
+            "the proposal was lost (no leader)".into(),
+        )),
+    }
+}
+
+/// Reads the next whole frame; `None` at a clean end of stream.
+/// Cancel safe: partial frames stay in `buf`.
+async fn next_frame(
+    reader: &mut OwnedReadHalf,
+    buf: &mut BytesMut,
+    max_frame_bytes: usize,
+) -> Result<Option<Bytes>, ConnectionError> {
+    loop {
+        if let Some(frame) = jute::decode_frame(buf, max_frame_bytes)? {
+            return Ok(Some(frame));
+        }
+        buf.reserve(READ_CHUNK_BYTES);
+        if reader.read_buf(buf).await? == 0 {
+            return if buf.is_empty() {
+                Ok(None)
+            } else {
+                Err(ConnectionError::Truncated)
+            };
+        }
+    }
+}
+
+async fn read_loop(
+    shared: &Shared,
+    reader: &mut OwnedReadHalf,
+    mut buf: BytesMut,
+    mut session: SessionContext,
+    steps: mpsc::Sender<Step>,
+    token: &CancellationToken,
+    handle: &ConnectionHandle,
+) -> Result<(), ConnectionError> {
+    let max_frame = shared.config.jute_max_buffer;
+    let mut sasl = crate::sasl::SaslExchange::default();
+    loop {
+        // Cancel safety: `next_frame` keeps partial input in `buf`, and a
+        // cancelled token means the connection is going away regardless.
+        let frame = tokio::select! {
+            _ = token.cancelled() => return Ok(()),
+            frame = next_frame(reader, &mut buf, max_frame) => frame?,
+        };
+        let Some(frame) = frame else {
+            return Ok(());
+        };
+        shared
+            .stats
+            .packets_received
+            .fetch_add(1, Ordering::Relaxed);
+        handle.received.fetch_add(1, Ordering::Relaxed);
+        shared.sessions.touch(session.session_id, Instant::now());
+        let mut r = Reader::new(frame);
+        let header = RequestHeader::decode(&mut r)?;
+        let request = Request::decode(header.op, &mut r)?;
+        let closing = matches!(request, Request::CloseSession);
+        let step = match request {
+            Request::Auth(packet) => {
+                match crate::auth::authenticate(
+                    &packet.scheme,
+                    &packet.auth,
+                    shared.config.super_digest.as_deref(),
+                ) {
+                    Some(ids) => {
+                        session.auth = Arc::new(merge_ids(&session.auth, ids));
+                        *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
+                        Step::Reply(reply::header_only(header.xid, 0, ErrorCode::Ok))
+                    }
+                    None => {
+                        let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
+                        let _ = steps.send(Step::Reply(failed)).await;
+                        let _ = steps.send(Step::Close).await;
+                        return Ok(());
+                    }
+                }
+            }
+            Request::Sasl(request) => match sasl.respond(&shared.sasl_users, &request.token) {
+                Ok((response, user)) => {
+                    if let Some(user) = user {
+                        session.auth =
+                            Arc::new(merge_ids(&session.auth, vec![Id::new("sasl", user)]));
+                        *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
+                    }
+                    Step::Reply(reply::with_body(header.xid, 0, &response))
+                }
+                Err(reason) => {
+                    tracing::info!(remote = %handle.remote, "SASL authentication failed: {reason}");
+                    let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
+                    let _ = steps.send(Step::Reply(failed)).await;
+                    let _ = steps.send(Step::Close).await;
+                    return Ok(());
+                }
+            },
+            request => pipeline::step(shared, &session, header.xid, request),
+        };
+        if steps.send(step).await.is_err() {
+            return Ok(());
+        }
+        if closing {
+            let _ = steps.send(Step::Close).await;
+            return Ok(());
+        }
+    }
+}
+
+fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
+    let mut ids = current.to_vec();
+    for id in added {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+async fn write_loop(
+    shared: Arc<Shared>,
+    mut writer: OwnedWriteHalf,
+    mut steps: mpsc::Receiver<Step>,
+    mut events: mpsc::Receiver<WatchEvent>,
+    token: CancellationToken,
+    session: SessionContext,
+    handle: Arc<ConnectionHandle>,
+) {
+    let mut out = BytesMut::with_capacity(FLUSH_BYTES);
+    let mut frames_out = 0u64;
+    loop {
+        let mut close = false;
+        // Cancel safety: `recv` on both channels is cancel safe; a
+        // cancelled token ends the connection, so a lost step is moot.
+        tokio::select! {
+            biased;
+            _ = token.cancelled() => break,
+            Some(event) = events.recv() => {
+                reply::event(&mut out, &event);
+                frames_out += 1;
+            }
+            step = steps.recv() => {
+                let Some(step) = step else { break };
+                let answer = match step {
+                    Step::Reply(bytes) => Some(bytes),
+                    Step::Close => {
+                        close = true;
+                        None
+                    }
+                    Step::Write { xid, shape, committed, received } => {
+                        let committed = tokio::select! {
+                            _ = token.cancelled() => break,
+                            committed = committed => committed,
+                        };
+                        match committed {
+                            Ok(committed) => {
+                                shared.stats.record_latency(received.elapsed().as_millis() as u64);
+                                Some(pipeline::write_reply(xid, &shape, committed))
+                            }
+                            // The proposal was lost: close, so the client
+                            // sees ConnectionLoss and retries elsewhere.
+                            Err(_) => {
+                                close = true;
+                                None
+                            }
+                        }
+                    }
+                    Step::Read { xid, request, auth } => {
+                        let started = Instant::now();
+                        let mut fired = Vec::new();
+                        let answer = pipeline::answer_read(&shared, &session, &auth, xid, request, &mut fired);
+                        for event in &fired {
+                            reply::event(&mut out, event);
+                            frames_out += 1;
+                        }
+                        shared.stats.record_latency(started.elapsed().as_millis() as u64);
+                        Some(answer)
+                    }
+                };
+                if let Some(answer) = answer {
+                    // Events queued before this answer was built belong to
+                    // changes it may show: they go first.
+                    while let Ok(event) = events.try_recv() {
+                        reply::event(&mut out, &event);
+                        frames_out += 1;
+                    }
+                    out.extend_from_slice(&answer);
+                    frames_out += 1;
+                }
+            }
+        }
+        let drained = steps.is_empty() && events.is_empty();
+        if close || out.len() >= FLUSH_BYTES || (drained && !out.is_empty()) {
+            let written = tokio::select! {
+                _ = token.cancelled() => break,
+                written = writer.write_all(&out) => written,
+            };
+            out.clear();
+            shared
+                .stats
+                .packets_sent
+                .fetch_add(frames_out, Ordering::Relaxed);
+            handle.sent.fetch_add(frames_out, Ordering::Relaxed);
+            frames_out = 0;
+            if written.is_err() {
+                break;
+            }
+        }
+        if close {
+            break;
+        }
+    }
+    // Replies already built still go out: a closeSession reply races the
+    // apply loop closing the session's connection. Bounded, because a
+    // killed connection may be one whose client stopped reading.
+    if !out.is_empty() {
+        let _ = tokio::time::timeout(FINAL_FLUSH_TIMEOUT, writer.write_all(&out)).await;
+    }
+    let _ = writer.shutdown().await;
+    token.cancel();
+}

@@ -1,0 +1,32 @@
+//! The Paddock server: client connections, sessions, the request pipeline,
+//! watch delivery and four-letter words, over the replicated log.
+//!
+//! Layout:
+//! - `server`: everything wired together; start here.
+//! - `connection`: one client connection — handshake, reader, writer.
+//! - `pipeline`: what each request becomes (reply, write, ordered read).
+//! - `apply`: committed txns into tree versions, watch events, snapshots.
+//! - `shared`: state all tasks share, and its locking rule.
+//! - `session`: session liveness and ids; `auth`, `sasl`: identities.
+//! - `watch`, `rewatch`: the watch registry and `setWatches`.
+//! - `four_letter`: `ruok`, `srvr`, `mntr` and the rest.
+//! - `config`: `zoo.cfg`.
+//! - `reply`, `stats`: reply frames and counters.
+
+mod apply;
+mod auth;
+mod config;
+mod connection;
+mod four_letter;
+mod pipeline;
+mod reply;
+mod rewatch;
+mod sasl;
+mod server;
+mod session;
+mod shared;
+mod stats;
+mod watch;
+
+pub use config::{parse_properties, ConfigError, ServerConfig};
+pub use server::{run, ServerError};

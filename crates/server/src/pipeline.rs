@@ -1,0 +1,487 @@
+//! The request pipeline: what each decoded request becomes.
+//!
+//! ZooKeeper's CommitProcessor states three constraints; here is how each
+//! is met:
+//! 1. *A session's requests complete in the order they were sent.* A
+//!    connection turns requests into [`Step`]s in arrival order and one
+//!    writer task completes them in that order (see `connection`).
+//! 2. *Writes apply in zxid order.* Every write is one log entry; the apply
+//!    loop applies entries in log order and the log index is the zxid.
+//! 3. *No race between a write and a read that sets a watch.* A read is
+//!    answered, and its watch registered, under the lock that the apply
+//!    loop holds while it publishes a version and fires its triggers.
+//!
+//! Writes are stamped here with what must be decided once — time, the
+//! session, its auth ids — and proposed at once; reads wait their turn and
+//! are answered from the newest local version, which by then includes the
+//! session's own earlier writes.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use jute::{
+    AddWatchRequest, ClientInfo, CreateMode, ErrorCode, GetACLResponse,
+    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
+    GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode, ReadOp, Request,
+    StatResponse, SyncResponse, WhoAmIResponse,
+};
+use tokio::sync::oneshot;
+use tree::{Outcome, Txn, TxnOp};
+
+use crate::reply;
+use crate::shared::{Committed, Shared, WatchEvent};
+use crate::watch::{ConnectionId, WatchKind};
+
+/// What a request becomes, in the order the session sent it.
+pub enum Step {
+    /// An answer decided without waiting for anything.
+    Reply(Bytes),
+    /// A write in the log; its reply is built once it is applied.
+    Write {
+        xid: i32,
+        shape: ReplyShape,
+        committed: oneshot::Receiver<Committed>,
+        received: Instant,
+    },
+    /// A read, answered when every earlier step of the session is done.
+    Read {
+        xid: i32,
+        request: Request,
+        auth: Arc<Vec<Id>>,
+    },
+    /// Send everything before this, then close the connection.
+    Close,
+}
+
+/// How to present a write's outcome to the client that asked.
+pub enum ReplyShape {
+    /// `create`: the path alone.
+    Path,
+    /// `create2`, `createContainer`, `createTTL`: path and stat.
+    PathAndStat,
+    /// `setData`, `setACL`: the new stat.
+    Stat,
+    /// `delete`, `closeSession`: nothing but the header.
+    Empty,
+    /// `multi`: per op, whether a create answers with its stat.
+    Multi(Vec<ReplyShape>),
+}
+
+/// The session a connection serves, as the pipeline needs it.
+pub struct SessionContext {
+    pub connection: ConnectionId,
+    pub session_id: i64,
+    pub auth: Arc<Vec<Id>>,
+}
+
+/// Turns one request into its step. Auth and SASL are handled by the
+/// connection before this, since they change the connection itself.
+pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
+    let write = |op: TxnOp, shape: ReplyShape| {
+        let txn = Txn {
+            time_ms: crate::shared::now_ms(),
+            session_id: session.session_id,
+            auth: session.auth.to_vec(),
+            op,
+        };
+        Step::Write {
+            xid,
+            shape,
+            committed: shared.propose(&txn),
+            received: Instant::now(),
+        }
+    };
+    let refuse = |err: ErrorCode| Step::Reply(reply::header_only(xid, shared.last_zxid(), err));
+
+    match request {
+        Request::Ping => Step::Reply(reply::header_only(xid, shared.last_zxid(), ErrorCode::Ok)),
+        Request::Create { op, req } => {
+            match create_op(shared, op, req.path, req.data, req.acl, req.flags, -1) {
+                Ok((txn_op, shape)) => write(txn_op, shape),
+                Err(err) => refuse(err),
+            }
+        }
+        Request::CreateTtl(req) => {
+            match create_op(
+                shared,
+                OpCode::CreateTtl,
+                req.path,
+                req.data,
+                req.acl,
+                req.flags,
+                req.ttl,
+            ) {
+                Ok((txn_op, shape)) => write(txn_op, shape),
+                Err(err) => refuse(err),
+            }
+        }
+        Request::Delete(req) => write(
+            TxnOp::Delete {
+                path: req.path,
+                version: req.version,
+            },
+            ReplyShape::Empty,
+        ),
+        Request::SetData(req) => write(
+            TxnOp::SetData {
+                path: req.path,
+                data: req.data,
+                version: req.version,
+            },
+            ReplyShape::Stat,
+        ),
+        Request::SetAcl(req) => write(
+            TxnOp::SetAcl {
+                path: req.path,
+                acl: req.acl,
+                version: req.version,
+            },
+            ReplyShape::Stat,
+        ),
+        Request::Multi(ops) => match multi_ops(shared, ops) {
+            Ok((txn_ops, shapes)) => write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes)),
+            Err(err) => refuse(err),
+        },
+        Request::CloseSession => write(TxnOp::CloseSession, ReplyShape::Empty),
+        request @ (Request::Exists(_)
+        | Request::GetData(_)
+        | Request::GetChildren(_)
+        | Request::GetChildren2(_)
+        | Request::GetAcl(_)
+        | Request::GetEphemerals(_)
+        | Request::GetAllChildrenNumber(_)
+        | Request::MultiRead(_)
+        | Request::Sync(_)
+        | Request::WhoAmI
+        | Request::AddWatch(_)
+        | Request::RemoveWatches(_)
+        | Request::CheckWatches(_)
+        | Request::SetWatches(_)
+        | Request::SetWatches2(_)) => Step::Read {
+            xid,
+            request,
+            auth: session.auth.clone(),
+        },
+        Request::Reconfig(_) => refuse(ErrorCode::ReconfigDisabled),
+        // A bare `check` is not a request ZooKeeper 3.9 serves outside a
+        // multi; auth and SASL reach here only if the connection did not
+        // take them, which is a bug in the caller, answered like any
+        // unknown opcode.
+        Request::Check(_) | Request::Auth(_) | Request::Sasl(_) | Request::Unknown(_) => {
+            refuse(ErrorCode::Unimplemented)
+        }
+    }
+}
+
+/// Validates what depends on configuration rather than on the tree (that
+/// is checked at apply time) and builds the create txn.
+fn create_op(
+    shared: &Shared,
+    op: OpCode,
+    path: String,
+    data: Bytes,
+    acl: Vec<jute::Acl>,
+    flags: i32,
+    ttl_ms: i64,
+) -> Result<(TxnOp, ReplyShape), ErrorCode> {
+    let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
+    if mode.is_ttl() && !shared.config.extended_types_enabled {
+        return Err(ErrorCode::Unimplemented);
+    }
+    // PrepRequestProcessor: a container must come through createContainer,
+    // and createContainer must make a container.
+    if (op == OpCode::CreateContainer) != mode.is_container() {
+        return Err(ErrorCode::BadArguments);
+    }
+    if (op == OpCode::CreateTtl) != mode.is_ttl() {
+        return Err(ErrorCode::BadArguments);
+    }
+    let shape = if op == OpCode::Create {
+        ReplyShape::Path
+    } else {
+        ReplyShape::PathAndStat
+    };
+    Ok((
+        TxnOp::Create {
+            path,
+            data,
+            acl,
+            mode,
+            ttl_ms,
+        },
+        shape,
+    ))
+}
+
+fn multi_ops(
+    shared: &Shared,
+    ops: Vec<MultiOp>,
+) -> Result<(Vec<TxnOp>, Vec<ReplyShape>), ErrorCode> {
+    let mut txn_ops = Vec::with_capacity(ops.len());
+    let mut shapes = Vec::with_capacity(ops.len());
+    for op in ops {
+        let (txn_op, shape) = match op {
+            MultiOp::Create { op, req } => {
+                create_op(shared, op, req.path, req.data, req.acl, req.flags, -1)?
+            }
+            MultiOp::CreateTtl(req) => create_op(
+                shared,
+                OpCode::CreateTtl,
+                req.path,
+                req.data,
+                req.acl,
+                req.flags,
+                req.ttl,
+            )?,
+            MultiOp::Delete(req) => (
+                TxnOp::Delete {
+                    path: req.path,
+                    version: req.version,
+                },
+                ReplyShape::Empty,
+            ),
+            MultiOp::SetData(req) => (
+                TxnOp::SetData {
+                    path: req.path,
+                    data: req.data,
+                    version: req.version,
+                },
+                ReplyShape::Stat,
+            ),
+            MultiOp::Check(req) => (
+                TxnOp::Check {
+                    path: req.path,
+                    version: req.version,
+                },
+                ReplyShape::Empty,
+            ),
+        };
+        txn_ops.push(txn_op);
+        shapes.push(shape);
+    }
+    Ok((txn_ops, shapes))
+}
+
+/// The reply to an applied write.
+pub fn write_reply(xid: i32, shape: &ReplyShape, committed: Committed) -> Bytes {
+    let zxid = committed.zxid;
+    match (shape, committed.outcome) {
+        (_, Outcome::Failed(err)) => reply::header_only(xid, zxid, err),
+        (ReplyShape::Path, Outcome::Created { path, .. }) => {
+            reply::with_body(xid, zxid, &jute::CreateResponse { path })
+        }
+        (ReplyShape::PathAndStat, Outcome::Created { path, stat }) => {
+            reply::with_body(xid, zxid, &jute::Create2Response { path, stat })
+        }
+        (ReplyShape::Stat, Outcome::SetData { stat } | Outcome::SetAcl { stat }) => {
+            reply::with_body(xid, zxid, &StatResponse { stat })
+        }
+        (ReplyShape::Multi(shapes), Outcome::Multi(results)) => {
+            let results = multi_results(shapes, results);
+            reply::with_body(xid, zxid, &MultiResponse(results))
+        }
+        _ => reply::header_only(xid, zxid, ErrorCode::Ok),
+    }
+}
+
+fn multi_results(
+    shapes: &[ReplyShape],
+    results: Vec<Result<Outcome, ErrorCode>>,
+) -> Vec<MultiResult> {
+    shapes
+        .iter()
+        .zip(results)
+        .map(|(shape, result)| match (shape, result) {
+            (_, Err(err)) => MultiResult::Error { err: err.code() },
+            (ReplyShape::Path, Ok(Outcome::Created { path, .. })) => MultiResult::Create { path },
+            (_, Ok(Outcome::Created { path, stat })) => MultiResult::Create2 { path, stat },
+            (_, Ok(Outcome::SetData { stat })) => MultiResult::SetData { stat },
+            (_, Ok(Outcome::Deleted)) => MultiResult::Delete,
+            (_, Ok(_)) => MultiResult::Check,
+        })
+        .collect()
+}
+
+/// Answers a read from the newest applied version, registering its watch
+/// in the same critical section. `fired` collects events a `setWatches`
+/// owes the client at once, to be sent before this reply.
+pub fn answer_read(
+    shared: &Shared,
+    session: &SessionContext,
+    auth: &[Id],
+    xid: i32,
+    request: Request,
+    fired: &mut Vec<WatchEvent>,
+) -> Bytes {
+    let mut published = shared.published();
+    let published = &mut *published;
+    let zxid = published.last_zxid;
+    let tree = &published.tree;
+    let watches = &mut published.watches;
+    let connection = session.connection;
+    let error = |err: ErrorCode| reply::header_only(xid, zxid, err);
+    match request {
+        Request::Exists(req) => match tree.exists_checked(&req.path, auth) {
+            Ok(stat) => {
+                if req.watch {
+                    watches.add(connection, WatchKind::Data, &req.path);
+                }
+                reply::with_body(xid, zxid, &StatResponse { stat })
+            }
+            Err(ErrorCode::NoNode) => {
+                // An exists watch on a missing node waits for its creation.
+                if req.watch && tree::validate_path(&req.path).is_ok() {
+                    watches.add(connection, WatchKind::Data, &req.path);
+                }
+                error(ErrorCode::NoNode)
+            }
+            Err(err) => error(err),
+        },
+        Request::GetData(req) => match tree.get_data(&req.path, auth) {
+            Ok((data, stat)) => {
+                if req.watch {
+                    watches.add(connection, WatchKind::Data, &req.path);
+                }
+                reply::with_body(xid, zxid, &GetDataResponse { data, stat })
+            }
+            Err(err) => error(err),
+        },
+        Request::GetChildren(req) => match tree.get_children(&req.path, auth) {
+            Ok((children, _)) => {
+                if req.watch {
+                    watches.add(connection, WatchKind::Child, &req.path);
+                }
+                reply::with_body(xid, zxid, &GetChildrenResponse { children })
+            }
+            Err(err) => error(err),
+        },
+        Request::GetChildren2(req) => match tree.get_children(&req.path, auth) {
+            Ok((children, stat)) => {
+                if req.watch {
+                    watches.add(connection, WatchKind::Child, &req.path);
+                }
+                reply::with_body(xid, zxid, &GetChildren2Response { children, stat })
+            }
+            Err(err) => error(err),
+        },
+        Request::GetAcl(req) => match tree.get_acl(&req.path, auth) {
+            Ok((acl, stat)) => reply::with_body(xid, zxid, &GetACLResponse { acl, stat }),
+            Err(err) => error(err),
+        },
+        Request::GetEphemerals(req) => {
+            let ephemerals = tree.get_ephemerals(session.session_id, &req.prefix);
+            reply::with_body(xid, zxid, &GetEphemeralsResponse { ephemerals })
+        }
+        Request::GetAllChildrenNumber(req) => match tree.all_children_number(&req.path, auth) {
+            Ok(total_number) => {
+                reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
+            }
+            Err(err) => error(err),
+        },
+        Request::MultiRead(ops) => {
+            let results = ops
+                .into_iter()
+                .map(|op| match op {
+                    ReadOp::GetData(path) => match tree.get_data(&path, auth) {
+                        Ok((data, stat)) => MultiResult::GetData { data, stat },
+                        Err(err) => MultiResult::Error { err: err.code() },
+                    },
+                    ReadOp::GetChildren(path) => match tree.get_children(&path, auth) {
+                        Ok((children, _)) => MultiResult::GetChildren { children },
+                        Err(err) => MultiResult::Error { err: err.code() },
+                    },
+                })
+                .collect();
+            reply::with_body(xid, zxid, &MultiResponse(results))
+        }
+        Request::Sync(req) => reply::with_body(xid, zxid, &SyncResponse { path: req.path }),
+        Request::WhoAmI => {
+            let client_info = auth
+                .iter()
+                .map(|id| ClientInfo {
+                    auth_scheme: id.scheme.clone(),
+                    user: id.id.clone(),
+                })
+                .collect();
+            reply::with_body(xid, zxid, &WhoAmIResponse { client_info })
+        }
+        Request::AddWatch(AddWatchRequest { path, mode }) => {
+            let kind = match mode {
+                0 => WatchKind::Persistent,
+                1 => WatchKind::PersistentRecursive,
+                _ => return error(ErrorCode::BadArguments),
+            };
+            watches.add(connection, kind, &path);
+            reply::header_only(xid, zxid, ErrorCode::Ok)
+        }
+        Request::RemoveWatches(req) => {
+            let kinds = watch_kinds(req.watcher_type);
+            let mut removed = false;
+            for &kind in kinds {
+                removed |= watches.remove(connection, kind, &req.path);
+            }
+            let err = if removed {
+                ErrorCode::Ok
+            } else {
+                ErrorCode::NoWatcher
+            };
+            reply::header_only(xid, zxid, err)
+        }
+        Request::CheckWatches(req) => {
+            let kinds = watch_kinds(req.watcher_type);
+            let found = kinds
+                .iter()
+                .any(|&kind| watches.contains(connection, kind, &req.path));
+            let err = if found {
+                ErrorCode::Ok
+            } else {
+                ErrorCode::NoWatcher
+            };
+            reply::header_only(xid, zxid, err)
+        }
+        Request::SetWatches(req) => {
+            let reregister = crate::rewatch::Reregister {
+                relative_zxid: req.relative_zxid,
+                data: req.data_watches,
+                exist: req.exist_watches,
+                child: req.child_watches,
+                persistent: Vec::new(),
+                persistent_recursive: Vec::new(),
+            };
+            reregister.apply(tree, watches, connection, fired);
+            reply::header_only(xid, zxid, ErrorCode::Ok)
+        }
+        Request::SetWatches2(req) => {
+            let reregister = crate::rewatch::Reregister {
+                relative_zxid: req.relative_zxid,
+                data: req.data_watches,
+                exist: req.exist_watches,
+                child: req.child_watches,
+                persistent: req.persistent_watches,
+                persistent_recursive: req.persistent_recursive_watches,
+            };
+            reregister.apply(tree, watches, connection, fired);
+            reply::header_only(xid, zxid, ErrorCode::Ok)
+        }
+        _ => error(ErrorCode::Unimplemented),
+    }
+}
+
+/// ZooKeeper's `WatcherType`: 1 children, 2 data, 3 any, 4 persistent,
+/// 5 persistent recursive.
+fn watch_kinds(watcher_type: i32) -> &'static [WatchKind] {
+    match watcher_type {
+        1 => &[WatchKind::Child],
+        2 => &[WatchKind::Data],
+        3 => &[
+            WatchKind::Child,
+            WatchKind::Data,
+            WatchKind::Persistent,
+            WatchKind::PersistentRecursive,
+        ],
+        4 => &[WatchKind::Persistent],
+        5 => &[WatchKind::PersistentRecursive],
+        _ => &[],
+    }
+}

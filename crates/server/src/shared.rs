@@ -1,0 +1,128 @@
+//! State every task of the server shares, and the locking rule for it.
+//!
+//! `published` pairs the newest applied tree with the watch registry under
+//! one std mutex: a read that sets a watch looks at the tree and registers
+//! the watch in one critical section, and the apply loop swaps in a new
+//! tree and fires that version's triggers in one critical section, so no
+//! change can slip between a read and its watch. Lock order where two are
+//! held: `published`, then `connections`. No lock is held across an await.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use consensus::Consensus;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tree::{DataTree, Outcome};
+
+use crate::config::ServerConfig;
+use crate::session::{SessionIds, SessionTracker};
+use crate::stats::Stats;
+use crate::watch::{ConnectionId, WatchRegistry};
+
+/// What the apply loop hands back to the connection that proposed a txn.
+pub struct Committed {
+    /// The txn's log index.
+    pub zxid: i64,
+    pub outcome: Outcome,
+}
+
+/// Completed by the apply loop; dropped if the proposal is lost.
+pub type Waiter = oneshot::Sender<Committed>;
+
+pub struct Published {
+    pub tree: DataTree,
+    pub watches: WatchRegistry,
+    /// Log index of the last applied entry: the zxid reads report.
+    pub last_zxid: i64,
+}
+
+/// A watch event on its way to one connection.
+#[derive(Debug, Clone)]
+pub struct WatchEvent {
+    pub zxid: i64,
+    pub event: jute::EventType,
+    pub path: String,
+}
+
+/// What other tasks may do to a connection.
+pub struct ConnectionHandle {
+    pub remote: SocketAddr,
+    pub session_id: AtomicI64,
+    pub events: mpsc::Sender<WatchEvent>,
+    /// Closes the connection: the client is too slow, the session expired
+    /// or moved to another connection.
+    pub kill: CancellationToken,
+    pub established: Instant,
+    /// The session's ids, checked against a node's ACL before an event
+    /// about it is delivered, as ZooKeeper does.
+    pub auth: Mutex<Arc<Vec<jute::Id>>>,
+    pub received: AtomicU64,
+    pub sent: AtomicU64,
+}
+
+pub struct Shared {
+    pub config: ServerConfig,
+    pub server_id: u64,
+    /// Ids of the voting servers; one means standalone.
+    pub voters: Vec<u64>,
+    pub published: Mutex<Published>,
+    pub sessions: SessionTracker,
+    pub session_ids: SessionIds,
+    pub consensus: Consensus<Waiter>,
+    pub connections: Mutex<HashMap<ConnectionId, Arc<ConnectionHandle>>>,
+    pub next_connection_id: AtomicU64,
+    pub stats: Stats,
+    /// Users of the JAAS `Server` section: name -> password.
+    pub sasl_users: HashMap<String, String>,
+}
+
+impl Shared {
+    pub fn published(&self) -> MutexGuard<'_, Published> {
+        self.published.lock().expect("published state poisoned")
+    }
+
+    pub fn connections(&self) -> MutexGuard<'_, HashMap<ConnectionId, Arc<ConnectionHandle>>> {
+        self.connections.lock().expect("connection table poisoned")
+    }
+
+    pub fn is_standalone(&self) -> bool {
+        self.voters.len() == 1
+    }
+
+    pub fn last_zxid(&self) -> i64 {
+        self.published().last_zxid
+    }
+
+    /// Proposes an encoded txn; the receiver resolves when it is applied,
+    /// or errs if the proposal was lost.
+    pub fn propose(&self, txn: &tree::Txn) -> oneshot::Receiver<Committed> {
+        let mut buf = bytes::BytesMut::new();
+        txn.encode(&mut buf);
+        let (waiter, committed) = oneshot::channel();
+        // A stopped consensus drops the waiter: the caller sees a lost
+        // request and closes its connection, and the server is stopping.
+        let _ = self.consensus.propose(buf.to_vec(), waiter);
+        committed
+    }
+
+    pub fn kill_connection(&self, connection: ConnectionId) {
+        if let Some(handle) = self.connections().get(&connection) {
+            handle.kill.cancel();
+        }
+    }
+}
+
+/// Milliseconds since the epoch, the time stamped into txns.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+pub fn next_connection_id(shared: &Shared) -> ConnectionId {
+    shared.next_connection_id.fetch_add(1, Ordering::Relaxed)
+}
