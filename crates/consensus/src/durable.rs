@@ -163,19 +163,21 @@ mod tests {
     use super::*;
 
     fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
-        let mut e = Entry::default();
-        e.index = index;
-        e.term = term;
-        e.data = data.to_vec().into();
-        e
+        Entry {
+            index,
+            term,
+            data: data.to_vec().into(),
+            ..Default::default()
+        }
     }
 
     fn hard_state(term: u64, vote: u64, commit: u64) -> HardState {
-        let mut hs = HardState::default();
-        hs.term = term;
-        hs.vote = vote;
-        hs.commit = commit;
-        hs
+        HardState {
+            term,
+            vote,
+            commit,
+            ..Default::default()
+        }
     }
 
     #[test]
