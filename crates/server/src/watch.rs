@@ -90,16 +90,20 @@ impl WatchRegistry {
         if watchers.is_empty() {
             table.remove(path);
         }
+        self.forget_reverse(connection, kind, path);
+        if kind == WatchKind::PersistentRecursive {
+            self.recursive_count -= 1;
+        }
+        true
+    }
+
+    fn forget_reverse(&mut self, connection: ConnectionId, kind: WatchKind, path: &str) {
         if let Some(set) = self.by_connection.get_mut(&connection) {
             set.remove(&(key_of(kind), path.to_string()));
             if set.is_empty() {
                 self.by_connection.remove(&connection);
             }
         }
-        if kind == WatchKind::PersistentRecursive {
-            self.recursive_count -= 1;
-        }
-        true
     }
 
     pub fn contains(&self, connection: ConnectionId, kind: WatchKind, path: &str) -> bool {
@@ -143,9 +147,7 @@ impl WatchRegistry {
         for &kind in one_shot {
             if let Some(watchers) = self.by_kind.get_mut(&kind).and_then(|t| t.remove(path)) {
                 for connection in &watchers {
-                    if let Some(set) = self.by_connection.get_mut(connection) {
-                        set.remove(&(key_of(kind), path.to_string()));
-                    }
+                    self.forget_reverse(*connection, kind, path);
                 }
                 notify.extend(watchers);
             }
