@@ -113,9 +113,18 @@ impl Reader {
         }
     }
 
-    /// A string where null is read as empty, as Java callers treat a path.
+    /// A string where null reads as empty: clients such as kazoo send an
+    /// empty string as null (an `auth` ACL's id, say).
     pub fn read_string(&mut self) -> Result<String, DecodeError> {
         Ok(self.read_opt_string()?.unwrap_or_default())
+    }
+
+    /// A znode path, which must be present: ZooKeeper answers a request
+    /// with a null path with a marshalling error (its handlers dereference
+    /// it), so null is a decode error here.
+    pub fn read_path(&mut self) -> Result<String, DecodeError> {
+        self.read_opt_string()?
+            .ok_or(DecodeError::UnexpectedNull("path"))
     }
 
     /// A vector; `None` when the peer sent null. `min_element_bytes` is the
@@ -271,11 +280,14 @@ mod tests {
     #[test]
     fn null_buffer_and_string() {
         let mut buf = BytesMut::new();
-        buf.write_opt_buffer(None);
-        buf.write_opt_buffer(None);
+        for _ in 0..4 {
+            buf.write_opt_buffer(None);
+        }
         let mut r = Reader::new(buf.freeze());
         assert_eq!(r.read_buffer(), Ok(None));
+        assert_eq!(r.read_opt_string(), Ok(None));
         assert_eq!(r.read_string(), Ok(String::new()));
+        assert_eq!(r.read_path(), Err(DecodeError::UnexpectedNull("path")));
     }
 
     #[test]

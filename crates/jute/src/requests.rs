@@ -30,7 +30,7 @@ pub struct CreateRequest {
 impl Record for CreateRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             data: r.read_buffer_or_empty()?,
             acl: Acl::decode_vec(r)?,
             flags: r.read_i32()?,
@@ -58,7 +58,7 @@ pub struct CreateTTLRequest {
 impl Record for CreateTTLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             data: r.read_buffer_or_empty()?,
             acl: Acl::decode_vec(r)?,
             flags: r.read_i32()?,
@@ -85,7 +85,7 @@ pub struct DeleteRequest {
 impl Record for DeleteRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             version: r.read_i32()?,
         })
     }
@@ -111,7 +111,7 @@ pub type GetChildren2Request = PathAndWatch;
 impl Record for PathAndWatch {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             watch: r.read_bool()?,
         })
     }
@@ -132,7 +132,7 @@ pub struct SetDataRequest {
 impl Record for SetDataRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             data: r.read_buffer_or_empty()?,
             version: r.read_i32()?,
         })
@@ -153,7 +153,7 @@ pub struct GetACLRequest {
 impl Record for GetACLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
         })
     }
 
@@ -173,7 +173,7 @@ pub struct SetACLRequest {
 impl Record for SetACLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             acl: Acl::decode_vec(r)?,
             version: r.read_i32()?,
         })
@@ -196,7 +196,7 @@ pub struct CheckVersionRequest {
 impl Record for CheckVersionRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             version: r.read_i32()?,
         })
     }
@@ -215,7 +215,7 @@ pub struct SyncRequest {
 impl Record for SyncRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
         })
     }
 
@@ -321,7 +321,7 @@ pub struct AddWatchRequest {
 impl Record for AddWatchRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             mode: r.read_i32()?,
         })
     }
@@ -346,7 +346,7 @@ pub type CheckWatchesRequest = WatchesRequest;
 impl Record for WatchesRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
             watcher_type: r.read_i32()?,
         })
     }
@@ -383,7 +383,7 @@ pub struct GetAllChildrenNumberRequest {
 impl Record for GetAllChildrenNumberRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_path()?,
         })
     }
 
@@ -545,14 +545,25 @@ mod tests {
     #[test]
     fn null_lists_and_buffers_read_as_empty() {
         let mut buf = BytesMut::new();
-        buf.write_opt_string(None);
+        buf.write_string("/a");
         buf.write_opt_buffer(None);
         buf.write_i32(-1); // null ACL list
         buf.write_i32(0);
         let req = CreateRequest::from_bytes(buf.freeze()).unwrap();
-        assert_eq!(req.path, "");
+        assert_eq!(req.path, "/a");
         assert!(req.data.is_empty());
         assert!(req.acl.is_empty());
+    }
+
+    #[test]
+    fn a_null_path_is_a_decode_error() {
+        let mut buf = BytesMut::new();
+        buf.write_opt_string(None);
+        buf.write_bool(false);
+        assert_eq!(
+            PathAndWatch::from_bytes(buf.freeze()),
+            Err(DecodeError::UnexpectedNull("path"))
+        );
     }
 
     #[test]

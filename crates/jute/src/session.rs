@@ -166,7 +166,8 @@ impl Record for WatcherEvent {
         Ok(Self {
             event_type: r.read_i32()?,
             state: r.read_i32()?,
-            path: r.read_string()?,
+            // State-change events (expired, disconnected) carry a null path.
+            path: r.read_opt_string()?.unwrap_or_default(),
         })
     }
 
