@@ -15,9 +15,10 @@ use jute::{Acl, ErrorCode, Id};
 pub type AclList = Arc<[Acl]>;
 
 /// Schemes whose ids `auth` ACLs expand to: those whose provider answers
-/// `isAuthenticated() == true` among ZooKeeper's default providers. `ip`
-/// answers false; `super` has no provider and is skipped.
-const AUTHENTICATED_SCHEMES: &[&str] = &["digest"];
+/// `isAuthenticated() == true` (digest, and SASL when configured, which is
+/// the only way a client gets a `sasl` id). `ip` answers false; `super` has
+/// no provider and is skipped.
+const AUTHENTICATED_SCHEMES: &[&str] = &["digest", "sasl"];
 
 /// `ZooKeeperServer.checkACL`: may a client with `auth` ids do `perm`?
 ///
@@ -95,12 +96,16 @@ pub fn fixup_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
 }
 
 /// `AuthenticationProvider.isValid` for the registered providers. `world`
-/// (other than `anyone`, handled by the caller), `super`, `sasl` and any
-/// other scheme have no default provider, so ZooKeeper rejects them.
+/// (other than `anyone`, handled by the caller), `super` and any other
+/// scheme have no provider, so ZooKeeper rejects them. `sasl` is valid here
+/// (`SASLAuthenticationProvider` accepts any id); the server refuses `sasl`
+/// ACLs before proposing when it has no SASL users configured, as
+/// ZooKeeper does without that provider.
 fn id_is_valid(scheme: &str, id: &str) -> bool {
     match scheme {
         "digest" => digest_id_is_valid(id),
         "ip" => ip_id_is_valid(id),
+        "sasl" => true,
         _ => false,
     }
 }
@@ -467,7 +472,6 @@ mod tests {
             acl(1, "digest", "nocolon"),
             acl(1, "ip", "nohost"),
             acl(1, "super", ""),
-            acl(1, "sasl", "me"),
             acl(1, "x509", "CN=me"),
         ] {
             assert_eq!(
@@ -476,6 +480,12 @@ mod tests {
                 "{bad:?}"
             );
         }
+        let sasl = acl(1, "sasl", "me");
+        assert_eq!(
+            fixup_acl(std::slice::from_ref(&sasl), &ids),
+            Ok(vec![sasl.clone()]),
+            "sasl ids are checked by the server against its configuration"
+        );
         let dup = [
             acl(1, "world", "anyone"),
             acl(1, "world", "anyone"),

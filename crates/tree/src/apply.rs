@@ -67,6 +67,7 @@ impl DataTree {
             TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
             TxnOp::Check { path, version } => self.check(ctx, path, *version),
             TxnOp::Reap { path } => self.reap(ctx, path, triggers),
+            TxnOp::Error { code } => Err(*code),
             // A multi inside a multi cannot be decoded; ZooKeeper answers
             // an undecodable multi with a marshalling error.
             TxnOp::Multi(_) => Err(ErrorCode::MarshallingError),

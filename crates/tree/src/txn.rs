@@ -9,7 +9,7 @@
 //! fields. A multi holds a count and its ops; multis do not nest.
 
 use bytes::{Bytes, BytesMut};
-use jute::{Acl, CreateMode, DecodeError, Id, Reader, Record, WriteExt};
+use jute::{Acl, CreateMode, DecodeError, ErrorCode, Id, Reader, Record, WriteExt};
 
 /// Version of the encoding below; bump it with any change.
 const TXN_FORMAT: i32 = 1;
@@ -23,6 +23,7 @@ mod tag {
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
     pub const REAP: i32 = 20; // deleteContainer
+    pub const ERROR: i32 = -1;
     pub const CREATE_SESSION: i32 = -10;
     pub const CLOSE_SESSION: i32 = -11;
 }
@@ -89,6 +90,13 @@ pub enum TxnOp {
     /// The container/TTL reaper's delete (`deleteContainer`).
     Reap {
         path: String,
+    },
+    /// A write the server refused before proposing it (a malformed body, a
+    /// mode this configuration disables). Like ZooKeeper's `ErrorTxn` it
+    /// changes nothing but still takes a zxid, so the refusal is ordered
+    /// with the session's other writes and replies carry that zxid.
+    Error {
+        code: ErrorCode,
     },
 }
 
@@ -197,6 +205,10 @@ fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
             buf.write_i32(tag::REAP);
             buf.write_string(path);
         }
+        TxnOp::Error { code } => {
+            buf.write_i32(tag::ERROR);
+            buf.write_i32(code.code());
+        }
     }
 }
 
@@ -252,6 +264,15 @@ fn decode_op(r: &mut Reader, top_level: bool) -> Result<TxnOp, DecodeError> {
         tag::REAP => TxnOp::Reap {
             path: r.read_string()?,
         },
+        tag::ERROR => {
+            let code = r.read_i32()?;
+            TxnOp::Error {
+                code: ErrorCode::from_code(code).ok_or(DecodeError::InvalidValue {
+                    field: "error txn code",
+                    value: i64::from(code),
+                })?,
+            }
+        }
         other => {
             return Err(DecodeError::InvalidValue {
                 field: "txn op",
@@ -319,6 +340,9 @@ mod tests {
             }),
             (path, any::<i32>()).prop_map(|(path, version)| TxnOp::Check { path, version }),
             path.prop_map(|path| TxnOp::Reap { path }),
+            Just(TxnOp::Error {
+                code: ErrorCode::MarshallingError
+            }),
         ]
     }
 
