@@ -64,11 +64,13 @@ impl ApplyLoop {
         let mut events: Vec<(i64, Vec<Trigger>)> = Vec::new();
         let mut closed_sessions: Vec<i64> = Vec::new();
         let mut last = None;
+        let mut last_txn = None;
         for entry in batch {
             last = Some((entry.index, entry.term));
             if entry.data.is_empty() {
                 continue;
             }
+            last_txn = Some(entry.index as i64);
             let txn = Txn::decode(entry.data).map_err(|source| ApplyError::BadEntry {
                 index: entry.index,
                 source,
@@ -93,7 +95,7 @@ impl ApplyLoop {
         let Some((last_index, last_term)) = last else {
             return Ok(());
         };
-        self.publish(last_index as i64, events);
+        self.publish(last_index, last_txn, events);
         for (waiter, committed) in replies {
             // The connection may have gone; its reply has nowhere to go.
             let _ = waiter.send(committed);
@@ -124,10 +126,13 @@ impl ApplyLoop {
         }
     }
 
-    fn publish(&self, last_zxid: i64, events: Vec<(i64, Vec<Trigger>)>) {
+    fn publish(&self, applied_index: u64, last_txn: Option<i64>, events: Vec<(i64, Vec<Trigger>)>) {
         let mut published = self.shared.published();
         published.tree = self.tree.clone();
-        published.last_zxid = last_zxid;
+        published.applied_index = applied_index;
+        if let Some(zxid) = last_txn {
+            published.last_zxid = zxid;
+        }
         if events.is_empty() {
             return;
         }

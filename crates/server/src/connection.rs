@@ -101,7 +101,7 @@ async fn run(
     }
     let first4 = [buf[0], buf[1], buf[2], buf[3]];
     if let Some(word) = jute::four_letter_word(first4) {
-        let answer = crate::four_letter::answer(&shared, word);
+        let answer = crate::four_letter::answer(&shared, word, remote);
         writer.write_all(answer.as_bytes()).await?;
         writer.shutdown().await?;
         return Ok(());
@@ -130,7 +130,9 @@ async fn run(
         session_id: AtomicI64::new(session.session_id),
         events: events_tx,
         kill: token.clone(),
-        established: Instant::now(),
+        established_ms: now_ms(),
+        timeout_ms: session.timeout_ms,
+        activity: std::sync::Mutex::new(Default::default()),
         auth: std::sync::Mutex::new(session.auth.clone()),
         received: AtomicU64::new(0),
         sent: AtomicU64::new(0),
@@ -153,6 +155,7 @@ async fn run(
         SessionContext {
             connection,
             session_id: session.session_id,
+            timeout_ms: session.timeout_ms,
             auth: session.auth.clone(),
         },
         handle.clone(),
@@ -243,6 +246,7 @@ async fn establish(
     Ok(Some(SessionContext {
         connection,
         session_id,
+        timeout_ms,
         auth: Arc::new(vec![Id::new("ip", remote.ip().to_string())]),
     }))
 }
@@ -326,7 +330,18 @@ async fn read_loop(
         shared.sessions.touch(session.session_id, Instant::now());
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(&mut r)?;
-        let request = Request::decode(header.op, &mut r)?;
+        let request = match Request::decode(header.op, &mut r) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
+                shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+                let step = pipeline::malformed(shared, &session, header.xid, header.op);
+                if steps.send(step).await.is_err() {
+                    return Ok(());
+                }
+                continue;
+            }
+        };
         let closing = matches!(request, Request::CloseSession);
         let step = match request {
             Request::Auth(packet) => {
@@ -387,6 +402,23 @@ fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
     ids
 }
 
+fn record_activity(
+    shared: &Shared,
+    handle: &ConnectionHandle,
+    op: i32,
+    xid: i32,
+    zxid: i64,
+    latency_ms: u64,
+) {
+    shared.stats.record_latency(latency_ms);
+    let mut activity = handle.activity.lock().expect("activity poisoned");
+    activity.last_op = crate::four_letter::op_name(op);
+    activity.last_cxid = xid;
+    activity.last_zxid = zxid;
+    activity.last_response_ms = now_ms();
+    activity.latency.record(latency_ms);
+}
+
 async fn write_loop(
     shared: Arc<Shared>,
     mut writer: OwnedWriteHalf,
@@ -413,18 +445,23 @@ async fn write_loop(
                 let Some(step) = step else { break };
                 let answer = match step {
                     Step::Reply(bytes) => Some(bytes),
+                    Step::ReplyThenClose(bytes) => {
+                        close = true;
+                        Some(bytes)
+                    }
                     Step::Close => {
                         close = true;
                         None
                     }
-                    Step::Write { xid, shape, committed, received } => {
+                    Step::Write { xid, op, shape, committed, received } => {
                         let committed = tokio::select! {
                             _ = token.cancelled() => break,
                             committed = committed => committed,
                         };
                         match committed {
                             Ok(committed) => {
-                                shared.stats.record_latency(received.elapsed().as_millis() as u64);
+                                let latency_ms = received.elapsed().as_millis() as u64;
+                                record_activity(&shared, &handle, op, xid, committed.zxid, latency_ms);
                                 Some(pipeline::write_reply(xid, &shape, committed))
                             }
                             // The proposal was lost: close, so the client
@@ -437,13 +474,15 @@ async fn write_loop(
                     }
                     Step::Read { xid, request, auth } => {
                         let started = Instant::now();
+                        let op = request.op_code();
                         let mut fired = Vec::new();
                         let answer = pipeline::answer_read(&shared, &session, &auth, xid, request, &mut fired);
                         for event in &fired {
                             reply::event(&mut out, event);
                             frames_out += 1;
                         }
-                        shared.stats.record_latency(started.elapsed().as_millis() as u64);
+                        let latency_ms = started.elapsed().as_millis() as u64;
+                        record_activity(&shared, &handle, op, xid, shared.last_zxid(), latency_ms);
                         Some(answer)
                     }
                 };

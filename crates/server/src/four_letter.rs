@@ -2,6 +2,7 @@
 //! monitoring scripts written for ZooKeeper read Paddock unchanged.
 
 use std::fmt::Write as _;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 
 use consensus::Role;
@@ -13,22 +14,25 @@ use crate::stats::Stats;
 /// level we implement, then ours.
 pub const VERSION: &str = concat!("3.9.3-paddock-", env!("CARGO_PKG_VERSION"));
 
-/// The text to send back for `word`; the connection closes after it.
-pub fn answer(shared: &Shared, word: &str) -> String {
+/// The text to send back for `word`, asked by `asker`; the connection
+/// closes after it. Like ZooKeeper, the asking connection counts among the
+/// server's connections.
+pub fn answer(shared: &Shared, word: &str, asker: SocketAddr) -> String {
     if word == "telnet close" {
         return String::new();
     }
-    if !shared.config.four_letter_word_enabled(word) {
+    // zkServer.sh status relies on srvr, so ZooKeeper always allows it.
+    if word != "srvr" && !shared.config.four_letter_word_enabled(word) {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
     match word {
         "ruok" => "imok".to_string(),
         "isro" => "rw".to_string(),
-        "srvr" => server_stats(shared, false),
-        "stat" => server_stats(shared, true),
+        "srvr" => server_stats(shared, None),
+        "stat" => server_stats(shared, Some(asker)),
         "mntr" => monitor(shared),
         "conf" => conf(shared),
-        "cons" => connections(shared),
+        "cons" => connections(shared, asker),
         "envi" => environment(),
         "wchs" => watch_summary(shared),
         "wchc" => watches_by_session(shared),
@@ -56,38 +60,46 @@ fn mode(shared: &Shared) -> &'static str {
     }
 }
 
-fn server_stats(shared: &Shared, with_clients: bool) -> String {
+/// `srvr`, or `stat` when `asker` is given (it lists the clients too).
+fn server_stats(shared: &Shared, asker: Option<SocketAddr>) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
         "Zookeeper version: {VERSION}, built on 1970-01-01 00:00 GMT"
     );
-    if with_clients {
+    if let Some(asker) = asker {
         out.push_str("Clients:\n");
         for handle in shared.connections().values() {
             let _ = writeln!(
                 out,
-                " {}[1](queued=0,recved={},sent={})",
+                " /{}[1](queued=0,recved={},sent={})",
                 handle.remote,
                 handle.received.load(Ordering::Relaxed),
                 handle.sent.load(Ordering::Relaxed)
             );
         }
+        let _ = writeln!(out, "{}", four_letter_client(asker));
         out.push('\n');
     }
-    let (min, avg, max) = shared.stats.latency();
+    let latency = shared.stats.latency();
     let (zxid, nodes) = {
         let published = shared.published();
         (published.last_zxid, published.tree.node_count())
     };
-    let _ = writeln!(out, "Latency min/avg/max: {min}/{avg:.4}/{max}");
+    let _ = writeln!(
+        out,
+        "Latency min/avg/max: {}/{:.4}/{}",
+        latency.min(),
+        latency.avg(),
+        latency.max()
+    );
     let _ = writeln!(
         out,
         "Received: {}",
         Stats::get(&shared.stats.packets_received)
     );
     let _ = writeln!(out, "Sent: {}", Stats::get(&shared.stats.packets_sent));
-    let _ = writeln!(out, "Connections: {}", shared.connections().len());
+    let _ = writeln!(out, "Connections: {}", connection_count(shared));
     let _ = writeln!(
         out,
         "Outstanding: {}",
@@ -99,8 +111,49 @@ fn server_stats(shared: &Shared, with_clients: bool) -> String {
     out
 }
 
+/// Client connections, counting the one asking.
+fn connection_count(shared: &Shared) -> usize {
+    shared.connections().len() + 1
+}
+
+/// How the asking connection shows in `stat` and `cons`: no session, one
+/// packet received, nothing sent yet.
+fn four_letter_client(asker: SocketAddr) -> String {
+    format!(" /{asker}[0](queued=0,recved=1,sent=0)")
+}
+
+/// ZooKeeper's short name of an operation, as `cons` shows it (`lop=`).
+pub fn op_name(op: i32) -> &'static str {
+    match jute::OpCode::from_code(op) {
+        Some(jute::OpCode::Create | jute::OpCode::Create2) => "CREA",
+        Some(jute::OpCode::CreateContainer) => "CCON",
+        Some(jute::OpCode::CreateTtl) => "CTTL",
+        Some(jute::OpCode::Delete) => "DELE",
+        Some(jute::OpCode::Exists) => "EXIS",
+        Some(jute::OpCode::GetData) => "GETD",
+        Some(jute::OpCode::SetData) => "SETD",
+        Some(jute::OpCode::GetAcl) => "GACL",
+        Some(jute::OpCode::SetAcl) => "SACL",
+        Some(jute::OpCode::GetChildren) => "GETC",
+        Some(jute::OpCode::GetChildren2) => "GETC",
+        Some(jute::OpCode::Sync) => "SYNC",
+        Some(jute::OpCode::Ping) => "PING",
+        Some(jute::OpCode::Multi) => "MULT",
+        Some(jute::OpCode::MultiRead) => "MLTR",
+        Some(jute::OpCode::SetWatches | jute::OpCode::SetWatches2) => "SETW",
+        Some(jute::OpCode::AddWatch) => "ADDW",
+        Some(jute::OpCode::RemoveWatches) => "REMW",
+        Some(jute::OpCode::CheckWatches) => "CHKW",
+        Some(jute::OpCode::GetEphemerals) => "GETE",
+        Some(jute::OpCode::GetAllChildrenNumber) => "GETACN",
+        Some(jute::OpCode::WhoAmI) => "HOMI",
+        Some(jute::OpCode::CloseSession) => "CLOSE",
+        _ => "NA",
+    }
+}
+
 fn monitor(shared: &Shared) -> String {
-    let (min, avg, max) = shared.stats.latency();
+    let latency = shared.stats.latency();
     let (nodes, data_bytes, ephemerals, watch_count) = {
         let published = shared.published();
         (
@@ -116,9 +169,9 @@ fn monitor(shared: &Shared) -> String {
             format!("{VERSION}, built on 1970-01-01 00:00 GMT"),
         ),
         ("zk_server_state", mode(shared).to_string()),
-        ("zk_avg_latency", format!("{avg:.4}")),
-        ("zk_max_latency", max.to_string()),
-        ("zk_min_latency", min.to_string()),
+        ("zk_avg_latency", format!("{:.4}", latency.avg())),
+        ("zk_max_latency", latency.max().to_string()),
+        ("zk_min_latency", latency.min().to_string()),
         (
             "zk_packets_received",
             Stats::get(&shared.stats.packets_received).to_string(),
@@ -129,7 +182,7 @@ fn monitor(shared: &Shared) -> String {
         ),
         (
             "zk_num_alive_connections",
-            shared.connections().len().to_string(),
+            connection_count(shared).to_string(),
         ),
         (
             "zk_outstanding_requests",
@@ -140,6 +193,7 @@ fn monitor(shared: &Shared) -> String {
         ("zk_ephemerals_count", ephemerals.to_string()),
         ("zk_approximate_data_size", data_bytes.to_string()),
         ("zk_open_file_descriptor_count", open_fds().to_string()),
+        ("zk_max_file_descriptor_count", max_fds().to_string()),
         ("zk_global_sessions", shared.sessions.len().to_string()),
         ("zk_last_proposal_size", "-1".to_string()),
         (
@@ -159,6 +213,20 @@ fn monitor(shared: &Shared) -> String {
 
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count())
+}
+
+/// The soft limit on open files, from `/proc/self/limits`.
+fn max_fds() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|limits| {
+            limits
+                .lines()
+                .find(|line| line.starts_with("Max open files"))
+                .and_then(|line| line.split_whitespace().nth(3))
+                .and_then(|soft| soft.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 fn conf(shared: &Shared) -> String {
@@ -203,19 +271,30 @@ fn dir_size(dir: &std::path::Path) -> u64 {
     walk(dir)
 }
 
-fn connections(shared: &Shared) -> String {
+fn connections(shared: &Shared, asker: SocketAddr) -> String {
     let mut out = String::new();
     for handle in shared.connections().values() {
+        let activity = handle.activity.lock().expect("activity poisoned").clone();
         let _ = writeln!(
             out,
-            " {}[1](queued=0,recved={},sent={},sid={:#x},est={})",
+            " /{}[1](queued=0,recved={},sent={},sid={:#x},lop={},est={},to={},lcxid={:#x},lzxid={:#x},lresp={},llat={},minlat={},avglat={:.0},maxlat={})",
             handle.remote,
             handle.received.load(Ordering::Relaxed),
             handle.sent.load(Ordering::Relaxed),
             handle.session_id.load(Ordering::Relaxed),
-            handle.established.elapsed().as_millis(),
+            activity.last_op,
+            handle.established_ms,
+            handle.timeout_ms,
+            activity.last_cxid,
+            activity.last_zxid,
+            activity.last_response_ms,
+            activity.latency.last(),
+            activity.latency.min(),
+            activity.latency.avg(),
+            activity.latency.max(),
         );
     }
+    let _ = writeln!(out, "{}", four_letter_client(asker));
     out.push('\n');
     out
 }
@@ -234,6 +313,13 @@ fn environment() -> String {
         ("host.name", host.trim().to_string()),
         ("os.name", std::env::consts::OS.to_string()),
         ("os.arch", std::env::consts::ARCH.to_string()),
+        (
+            "os.version",
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        ),
         ("user.name", std::env::var("USER").unwrap_or_default()),
         ("user.dir", cwd),
     ];
@@ -265,6 +351,7 @@ fn watches_by_session(shared: &Shared) -> String {
             let _ = writeln!(out, "\t{path}");
         }
     }
+    out.push('\n');
     out
 }
 
@@ -285,6 +372,7 @@ fn watches_by_path(shared: &Shared) -> String {
             let _ = writeln!(out, "\t{session:#x}");
         }
     }
+    out.push('\n');
     out
 }
 

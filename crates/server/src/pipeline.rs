@@ -40,6 +40,8 @@ pub enum Step {
     /// A write in the log; its reply is built once it is applied.
     Write {
         xid: i32,
+        /// The request's opcode, for per-connection statistics.
+        op: i32,
         shape: ReplyShape,
         committed: oneshot::Receiver<Committed>,
         received: Instant,
@@ -50,6 +52,8 @@ pub enum Step {
         request: Request,
         auth: Arc<Vec<Id>>,
     },
+    /// An answer, after which the connection closes.
+    ReplyThenClose(Bytes),
     /// Send everything before this, then close the connection.
     Close,
 }
@@ -72,12 +76,14 @@ pub enum ReplyShape {
 pub struct SessionContext {
     pub connection: ConnectionId,
     pub session_id: i64,
+    pub timeout_ms: i32,
     pub auth: Arc<Vec<Id>>,
 }
 
 /// Turns one request into its step. Auth and SASL are handled by the
 /// connection before this, since they change the connection itself.
 pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
+    let request_op = request.op_code();
     let write = |op: TxnOp, shape: ReplyShape| {
         let txn = Txn {
             time_ms: crate::shared::now_ms(),
@@ -87,19 +93,23 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
         };
         Step::Write {
             xid,
+            op: request_op,
             shape,
             committed: shared.propose(&txn),
             received: Instant::now(),
         }
     };
-    let refuse = |err: ErrorCode| Step::Reply(reply::header_only(xid, shared.last_zxid(), err));
+    // A write refused before proposing still goes through the log, as
+    // ZooKeeper's error txn does: it takes a zxid and keeps its place
+    // among the session's writes.
+    let refuse_write = |code: ErrorCode| write(TxnOp::Error { code }, ReplyShape::Empty);
 
     match request {
         Request::Ping => Step::Reply(reply::header_only(xid, shared.last_zxid(), ErrorCode::Ok)),
         Request::Create { op, req } => {
             match create_op(shared, op, req.path, req.data, req.acl, req.flags, -1) {
                 Ok((txn_op, shape)) => write(txn_op, shape),
-                Err(err) => refuse(err),
+                Err(err) => refuse_write(err),
             }
         }
         Request::CreateTtl(req) => {
@@ -113,7 +123,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
                 req.ttl,
             ) {
                 Ok((txn_op, shape)) => write(txn_op, shape),
-                Err(err) => refuse(err),
+                Err(err) => refuse_write(err),
             }
         }
         Request::Delete(req) => write(
@@ -131,17 +141,20 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             },
             ReplyShape::Stat,
         ),
-        Request::SetAcl(req) => write(
-            TxnOp::SetAcl {
-                path: req.path,
-                acl: req.acl,
-                version: req.version,
-            },
-            ReplyShape::Stat,
-        ),
+        Request::SetAcl(req) => match check_acl_schemes(shared, &req.acl) {
+            Ok(()) => write(
+                TxnOp::SetAcl {
+                    path: req.path,
+                    acl: req.acl,
+                    version: req.version,
+                },
+                ReplyShape::Stat,
+            ),
+            Err(err) => refuse_write(err),
+        },
         Request::Multi(ops) => match multi_ops(shared, ops) {
             Ok((txn_ops, shapes)) => write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes)),
-            Err(err) => refuse(err),
+            Err(err) => refuse_write(err),
         },
         Request::CloseSession => write(TxnOp::CloseSession, ReplyShape::Empty),
         request @ (Request::Exists(_)
@@ -163,15 +176,70 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             request,
             auth: session.auth.clone(),
         },
-        Request::Reconfig(_) => refuse(ErrorCode::ReconfigDisabled),
+        Request::Reconfig(_) => refuse_write(ErrorCode::ReconfigDisabled),
         // A bare `check` is not a request ZooKeeper 3.9 serves outside a
         // multi; auth and SASL reach here only if the connection did not
-        // take them, which is a bug in the caller, answered like any
-        // unknown opcode.
+        // take them, which is a bug in the caller. ZooKeeper answers an
+        // invalid request type with Unimplemented and closes.
         Request::Check(_) | Request::Auth(_) | Request::Sasl(_) | Request::Unknown(_) => {
-            refuse(ErrorCode::Unimplemented)
+            Step::ReplyThenClose(reply::header_only(
+                xid,
+                shared.last_zxid(),
+                ErrorCode::Unimplemented,
+            ))
         }
     }
+}
+
+/// The answer to a request whose body did not decode: `MarshallingError`,
+/// through the log for a write (ZooKeeper's prep stage makes it an error
+/// txn), at once for anything else.
+pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -> Step {
+    let is_write = OpCode::from_code(op).is_some_and(|op| {
+        matches!(
+            op,
+            OpCode::Create
+                | OpCode::Create2
+                | OpCode::CreateContainer
+                | OpCode::CreateTtl
+                | OpCode::Delete
+                | OpCode::SetData
+                | OpCode::SetAcl
+                | OpCode::Multi
+                | OpCode::Reconfig
+        )
+    });
+    if !is_write {
+        return Step::Reply(reply::header_only(
+            xid,
+            shared.last_zxid(),
+            ErrorCode::MarshallingError,
+        ));
+    }
+    let txn = Txn {
+        time_ms: crate::shared::now_ms(),
+        session_id: session.session_id,
+        auth: session.auth.to_vec(),
+        op: TxnOp::Error {
+            code: ErrorCode::MarshallingError,
+        },
+    };
+    Step::Write {
+        xid,
+        op,
+        shape: ReplyShape::Empty,
+        committed: shared.propose(&txn),
+        received: Instant::now(),
+    }
+}
+
+/// `sasl` ids are only valid when SASL is configured, as ZooKeeper only
+/// knows the scheme once its SASL provider is registered.
+fn check_acl_schemes(shared: &Shared, acl: &[jute::Acl]) -> Result<(), ErrorCode> {
+    if shared.sasl_users.is_empty() && acl.iter().any(|a| a.id.scheme == "sasl") {
+        return Err(ErrorCode::InvalidAcl);
+    }
+    Ok(())
 }
 
 /// Validates what depends on configuration rather than on the tree (that
@@ -186,6 +254,7 @@ fn create_op(
     ttl_ms: i64,
 ) -> Result<(TxnOp, ReplyShape), ErrorCode> {
     let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
+    check_acl_schemes(shared, &acl)?;
     if mode.is_ttl() && !shared.config.extended_types_enabled {
         return Err(ErrorCode::Unimplemented);
     }
@@ -222,7 +291,14 @@ fn multi_ops(
     let mut shapes = Vec::with_capacity(ops.len());
     for op in ops {
         let (txn_op, shape) = match op {
+            // ZooKeeper stores a create2 inside a multi as a plain create,
+            // and answers it as one: the path without a stat.
             MultiOp::Create { op, req } => {
+                let op = if op == OpCode::Create2 {
+                    OpCode::Create
+                } else {
+                    op
+                };
                 create_op(shared, op, req.path, req.data, req.acl, req.flags, -1)?
             }
             MultiOp::CreateTtl(req) => create_op(
@@ -401,7 +477,7 @@ pub fn answer_read(
                 .iter()
                 .map(|id| ClientInfo {
                     auth_scheme: id.scheme.clone(),
-                    user: id.id.clone(),
+                    user: user_name(id),
                 })
                 .collect();
             reply::with_body(xid, zxid, &WhoAmIResponse { client_info })
@@ -413,7 +489,9 @@ pub fn answer_read(
                 _ => return error(ErrorCode::BadArguments),
             };
             watches.add(connection, kind, &path);
-            reply::header_only(xid, zxid, ErrorCode::Ok)
+            // ZooKeeper answers addWatch with an ErrorResponse(0) body,
+            // which the Java client reads.
+            reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
         }
         Request::RemoveWatches(req) => {
             let kinds = watch_kinds(req.watcher_type);
@@ -465,6 +543,15 @@ pub fn answer_read(
             reply::header_only(xid, zxid, ErrorCode::Ok)
         }
         _ => error(ErrorCode::Unimplemented),
+    }
+}
+
+/// What `whoAmI` shows of an id (`AuthenticationProvider.getUserName`):
+/// a digest id `user:hash` shows as `user`.
+fn user_name(id: &Id) -> String {
+    match id.scheme.as_str() {
+        "digest" => id.id.split(':').next().unwrap_or_default().to_string(),
+        _ => id.id.clone(),
     }
 }
 

@@ -124,6 +124,7 @@ pub async fn run(
             tree: tree.clone(),
             watches: WatchRegistry::default(),
             last_zxid: snapshot_meta.as_ref().map_or(0, |m| m.index as i64),
+            applied_index: snapshot_meta.as_ref().map_or(0, |m| m.index),
         }),
         sessions: SessionTracker::default(),
         session_ids: SessionIds::new(server_id, now_ms()),
@@ -219,7 +220,7 @@ fn stopped(
 async fn caught_up(shared: &Shared) {
     loop {
         let status = shared.consensus.status();
-        let applied = shared.last_zxid() as u64;
+        let applied = shared.published().applied_index;
         if status.role() == Role::Leader
             && status.commit_index() >= status.last_index()
             && applied >= status.commit_index()

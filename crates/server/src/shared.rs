@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
 
 use consensus::Consensus;
 use tokio::sync::{mpsc, oneshot};
@@ -36,8 +35,13 @@ pub type Waiter = oneshot::Sender<Committed>;
 pub struct Published {
     pub tree: DataTree,
     pub watches: WatchRegistry,
-    /// Log index of the last applied entry: the zxid reads report.
+    /// Zxid (log index) of the last applied transaction: what replies
+    /// report. Raft's own entries (a new leader's no-op) are not
+    /// transactions and leave it alone, so a fresh server reports 0 as
+    /// ZooKeeper does.
     pub last_zxid: i64,
+    /// Log index of the last applied entry of any kind.
+    pub applied_index: u64,
 }
 
 /// A watch event on its way to one connection.
@@ -56,12 +60,39 @@ pub struct ConnectionHandle {
     /// Closes the connection: the client is too slow, the session expired
     /// or moved to another connection.
     pub kill: CancellationToken,
-    pub established: Instant,
+    /// When the session was established here, in ms since the epoch.
+    pub established_ms: i64,
+    pub timeout_ms: i32,
+    pub activity: Mutex<Activity>,
     /// The session's ids, checked against a node's ACL before an event
     /// about it is delivered, as ZooKeeper does.
     pub auth: Mutex<Arc<Vec<jute::Id>>>,
     pub received: AtomicU64,
     pub sent: AtomicU64,
+}
+
+/// What `cons` reports of a connection's latest request.
+#[derive(Debug, Clone)]
+pub struct Activity {
+    /// ZooKeeper's four-letter name of the last operation (`GETD`, ...).
+    pub last_op: &'static str,
+    pub last_cxid: i32,
+    pub last_zxid: i64,
+    /// ms since the epoch.
+    pub last_response_ms: i64,
+    pub latency: crate::stats::Latency,
+}
+
+impl Default for Activity {
+    fn default() -> Self {
+        Self {
+            last_op: "NA",
+            last_cxid: -1,
+            last_zxid: -1,
+            last_response_ms: 0,
+            latency: Default::default(),
+        }
+    }
 }
 
 pub struct Shared {

@@ -1,59 +1,95 @@
-//! Server-wide counters for four-letter words and metrics.
+//! Counters for four-letter words and metrics, server-wide and per
+//! connection.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Request latency in milliseconds: min, max, average, last.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Latency {
+    count: u64,
+    total_ms: u64,
+    min_ms: u64,
+    max_ms: u64,
+    last_ms: u64,
+}
+
+impl Latency {
+    pub fn record(&mut self, ms: u64) {
+        self.min_ms = if self.count == 0 {
+            ms
+        } else {
+            self.min_ms.min(ms)
+        };
+        self.max_ms = self.max_ms.max(ms);
+        self.total_ms += ms;
+        self.count += 1;
+        self.last_ms = ms;
+    }
+
+    pub fn min(&self) -> u64 {
+        self.min_ms
+    }
+
+    pub fn max(&self) -> u64 {
+        self.max_ms
+    }
+
+    pub fn last(&self) -> u64 {
+        self.last_ms
+    }
+
+    pub fn avg(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.total_ms as f64 / self.count as f64
+        }
+    }
+}
 
 #[derive(Default)]
 pub struct Stats {
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
     pub outstanding_requests: AtomicU64,
-    latency_count: AtomicU64,
-    latency_total_ms: AtomicU64,
-    latency_min_ms: AtomicU64,
-    latency_max_ms: AtomicU64,
     pub connections_rejected: AtomicU64,
     pub bad_frames: AtomicU64,
+    latency: Mutex<Latency>,
 }
 
 impl Stats {
     pub fn record_latency(&self, ms: u64) {
-        if self.latency_count.fetch_add(1, Ordering::Relaxed) == 0 {
-            self.latency_min_ms.store(ms, Ordering::Relaxed);
-        } else {
-            self.latency_min_ms.fetch_min(ms, Ordering::Relaxed);
-        }
-        self.latency_total_ms.fetch_add(ms, Ordering::Relaxed);
-        self.latency_max_ms.fetch_max(ms, Ordering::Relaxed);
+        self.latency.lock().expect("stats poisoned").record(ms);
     }
 
-    /// (min, avg, max) request latency in milliseconds.
-    pub fn latency(&self) -> (u64, f64, u64) {
-        let count = self.latency_count.load(Ordering::Relaxed);
-        if count == 0 {
-            return (0, 0.0, 0);
-        }
-        let total = self.latency_total_ms.load(Ordering::Relaxed);
-        (
-            self.latency_min_ms.load(Ordering::Relaxed),
-            total as f64 / count as f64,
-            self.latency_max_ms.load(Ordering::Relaxed),
-        )
+    pub fn latency(&self) -> Latency {
+        *self.latency.lock().expect("stats poisoned")
     }
 
     pub fn reset(&self) {
-        for counter in [
-            &self.packets_received,
-            &self.packets_sent,
-            &self.latency_count,
-            &self.latency_total_ms,
-            &self.latency_min_ms,
-            &self.latency_max_ms,
-        ] {
-            counter.store(0, Ordering::Relaxed);
-        }
+        self.packets_received.store(0, Ordering::Relaxed);
+        self.packets_sent.store(0, Ordering::Relaxed);
+        *self.latency.lock().expect("stats poisoned") = Latency::default();
     }
 
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_tracks_min_max_avg() {
+        let mut l = Latency::default();
+        assert_eq!(l.avg(), 0.0);
+        for ms in [5, 1, 9] {
+            l.record(ms);
+        }
+        assert_eq!((l.min(), l.max(), l.last()), (1, 9, 9));
+        assert_eq!(l.avg(), 5.0);
     }
 }
