@@ -44,7 +44,7 @@ struct ServeArgs {
     data_log_dir: Option<PathBuf>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -53,8 +53,17 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Serve(args) => serve(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            // The whole cause chain on one line, and no backtrace: this is
+            // for the operator, who needs what happened and what to do.
+            eprintln!("paddock: error: {error:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }
 

@@ -1,0 +1,117 @@
+"""Durability of Paddock's own files: recovery through snapshots and the
+write-ahead log, and the recovery policy for damaged logs (DESIGN.md §4).
+
+These look inside Paddock's data directory, so they run against Paddock
+only."""
+
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from zkharness import ServerError, paddock_bin
+
+pytestmark = pytest.mark.paddock_only("inspects Paddock's own data files")
+
+# Small enough that a few hundred writes take several snapshots.
+SNAPSHOT_EVERY = {"snapCount": "50"}
+
+
+def wal_segments(server):
+    return sorted((server.data_dir / "version-paddock" / "log").glob("wal-*.log"))
+
+
+def snapshots(server):
+    return sorted((server.data_dir / "version-paddock" / "snapshots").glob("*"))
+
+
+def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    zk.create("/d", b"")
+    for i in range(400):
+        zk.create(f"/d/n{i:04}", str(i).encode())
+    for i in range(0, 400, 7):
+        zk.set(f"/d/n{i:04}", b"changed")
+    for i in range(0, 400, 11):
+        zk.delete(f"/d/n{i:04}")
+    expected = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
+    zk.stop()
+    assert snapshots(s), "snapCount=50 should have produced snapshots"
+
+    for kill in (False, True):
+        s.restart(kill=kill)
+        zk = kazoo_factory(s)
+        got = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
+        assert got == expected
+        zk.stop()
+
+
+def test_log_is_trimmed_behind_snapshots(server_factory, kazoo_factory):
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    payload = b"x" * 4096
+    zk.create("/big", b"")
+    for i in range(300):
+        zk.create(f"/big/n{i}", payload)
+    zk.stop()
+    assert len(snapshots(s)) <= 3, "older snapshots are deleted"
+
+
+def corrupt_middle_record(segment: Path):
+    """Flips a byte inside the first record's payload: damage in the middle
+    of the log, with valid records after it."""
+    data = bytearray(segment.read_bytes())
+    # 8-byte file magic, 20-byte record header, then the payload.
+    data[8 + 20 + 2] ^= 0xFF
+    segment.write_bytes(bytes(data))
+
+
+def test_corrupt_middle_record_stops_the_server_with_a_clear_message(server_factory, kazoo_factory):
+    s = server_factory()
+    zk = kazoo_factory(s)
+    for i in range(20):
+        zk.create(f"/c{i}", b"v")
+    zk.stop()
+    s.stop()
+    segments = wal_segments(s)
+    assert segments
+    corrupt_middle_record(segments[0])
+    with pytest.raises(ServerError) as failure:
+        s.start(timeout=20)
+    message = str(failure.value)
+    assert segments[0].name in message, message
+    assert "offset" in message, message
+
+
+def test_torn_tail_is_truncated_and_the_server_starts(server_factory, kazoo_factory):
+    s = server_factory()
+    zk = kazoo_factory(s)
+    for i in range(20):
+        zk.create(f"/t{i}", b"v")
+    zk.stop()
+    s.kill()
+    segment = wal_segments(s)[-1]
+    # A record header that promises more bytes than were written: what a
+    # crash in the middle of an append leaves behind.
+    data = bytearray(segment.read_bytes())
+    end = len(data.rstrip(b"\0"))
+    torn = struct.pack(">IIQ", 0x12345678, 1000, 999) + b"partial"
+    data[end:end + len(torn)] = torn
+    segment.write_bytes(bytes(data))
+    s.start()
+    assert "truncat" in s.stderr_tail(200).lower()
+    zk = kazoo_factory(s)
+    assert all(zk.exists(f"/t{i}") for i in range(20))
+    zk.create("/after", b"ok")
+    zk.stop()
+
+
+def test_bad_configuration_is_reported_with_the_key(tmp_path):
+    cfg = tmp_path / "zoo.cfg"
+    cfg.write_text(f"dataDir={tmp_path}\nminSessionTimeout=9000\nmaxSessionTimeout=1000\n")
+    p = subprocess.run([str(paddock_bin()), "serve", "--config", str(cfg)],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0
+    assert "minSessionTimeout" in p.stderr and "maxSessionTimeout" in p.stderr, p.stderr
