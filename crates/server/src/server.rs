@@ -19,7 +19,7 @@ use tree::{DataTree, Txn, TxnOp};
 use crate::apply::{ApplyError, ApplyLoop};
 use crate::config::ServerConfig;
 use crate::session::{SessionIds, SessionTracker};
-use crate::shared::{now_ms, Published, Shared};
+use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::stats::Stats;
 use crate::watch::WatchRegistry;
 
@@ -131,6 +131,7 @@ pub async fn run(
         consensus,
         connections: Mutex::new(HashMap::new()),
         next_connection_id: AtomicU64::new(1),
+        sockets_per_ip: Mutex::new(HashMap::new()),
         stats: Stats::default(),
         sasl_users,
         config,
@@ -241,23 +242,24 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let limit = shared.config.max_client_cnxns;
-        if limit > 0 {
-            let from_same_ip = shared
-                .connections()
-                .values()
-                .filter(|h| h.remote.ip() == remote.ip())
-                .count();
-            if from_same_ip >= limit {
-                shared
-                    .stats
-                    .connections_rejected
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                tracing::warn!(%remote, limit, "too many connections from {}; raise maxClientCnxns to allow more", remote.ip());
-                continue;
-            }
-        }
-        tokio::spawn(crate::connection::serve(shared.clone(), stream, remote));
+        let Some(slot) = SocketSlot::take(&shared, remote.ip()) else {
+            shared
+                .stats
+                .connections_rejected
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!(
+                %remote,
+                limit = shared.config.max_client_cnxns,
+                "too many connections from {}; raise maxClientCnxns to allow more",
+                remote.ip()
+            );
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            crate::connection::serve(shared, stream, remote).await;
+            drop(slot);
+        });
     }
 }
 

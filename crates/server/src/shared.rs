@@ -106,6 +106,9 @@ pub struct Shared {
     pub consensus: Consensus<Waiter>,
     pub connections: Mutex<HashMap<ConnectionId, Arc<ConnectionHandle>>>,
     pub next_connection_id: AtomicU64,
+    /// Open sockets per client address, handshake or not, for
+    /// `maxClientCnxns`.
+    pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
     pub stats: Stats,
     /// Users of the JAAS `Server` section: name -> password.
     pub sasl_users: HashMap<String, String>,
@@ -143,6 +146,49 @@ impl Shared {
     pub fn kill_connection(&self, connection: ConnectionId) {
         if let Some(handle) = self.connections().get(&connection) {
             handle.kill.cancel();
+        }
+    }
+}
+
+/// One accepted socket counted against its address's `maxClientCnxns`;
+/// dropping it releases the slot however the connection ends.
+pub struct SocketSlot {
+    shared: Arc<Shared>,
+    ip: std::net::IpAddr,
+}
+
+impl SocketSlot {
+    /// Takes a slot for `ip`, or `None` when its limit (0: none) is reached.
+    pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<Self> {
+        let limit = shared.config.max_client_cnxns;
+        let mut counts = shared
+            .sockets_per_ip
+            .lock()
+            .expect("socket counts poisoned");
+        let count = counts.entry(ip).or_insert(0);
+        if limit > 0 && *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(Self {
+            shared: shared.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for SocketSlot {
+    fn drop(&mut self) {
+        let mut counts = self
+            .shared
+            .sockets_per_ip
+            .lock()
+            .expect("socket counts poisoned");
+        if let Some(count) = counts.get_mut(&self.ip) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.ip);
+            }
         }
     }
 }
