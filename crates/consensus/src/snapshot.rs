@@ -9,9 +9,6 @@ use storage::{SnapshotReader, SnapshotStore};
 
 use crate::Error;
 
-/// Snapshots kept on disk; older ones are deleted after a new one lands.
-const SNAPSHOTS_RETAINED: usize = 3;
-
 /// Where a snapshot sits in the log: it contains every entry up to and
 /// including `index` (log index space, which is also zxid space).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -89,13 +86,14 @@ impl Snapshots {
     }
 
     /// Writes a snapshot: `meta`, then whatever `body` writes. Durable when
-    /// this returns.
+    /// this returns; then only the newest `retain` snapshots are kept.
     pub fn save(
         &self,
         meta: &SnapshotMeta,
+        retain: usize,
         body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<(), Error> {
-        self.store.save(meta.index, SNAPSHOTS_RETAINED, |out| {
+        self.store.save(meta.index, retain, |out| {
             meta.write_to(out)?;
             body(out)
         })?;

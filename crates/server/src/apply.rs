@@ -181,11 +181,12 @@ impl ApplyLoop {
             learners: Vec::new(),
         };
         let snapshots = self.snapshots.clone();
+        let retain = self.shared.config.snapshots_retained();
         let in_progress = self.snapshot_in_progress.clone();
         let shared = self.shared.clone();
         tokio::task::spawn_blocking(move || {
             let started = Instant::now();
-            match snapshots.save(&meta, |out| tree.write_snapshot(out)) {
+            match snapshots.save(&meta, retain, |out| tree.write_snapshot(out)) {
                 Ok(()) => {
                     tracing::info!(
                         zxid = index,

@@ -32,7 +32,6 @@ pub struct ServerConfig {
     /// Applied transactions between snapshots (ZooKeeper's `snapCount`).
     pub snap_count: u64,
     pub autopurge_snap_retain_count: u32,
-    pub autopurge_purge_interval_hours: u32,
     pub extended_types_enabled: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
@@ -61,7 +60,6 @@ impl Default for ServerConfig {
             max_client_cnxns: 60,
             snap_count: 100_000,
             autopurge_snap_retain_count: 3,
-            autopurge_purge_interval_hours: 0,
             extended_types_enabled: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
@@ -154,8 +152,11 @@ impl ServerConfig {
                 "autopurge.snapRetainCount" => {
                     config.autopurge_snap_retain_count = number(raw_key, value)?
                 }
+                // Paddock prunes snapshots and log segments after every
+                // snapshot, so there is no purge task to schedule; the key
+                // is still checked so a typo is reported.
                 "autopurge.purgeInterval" => {
-                    config.autopurge_purge_interval_hours = number(raw_key, value)?
+                    number::<u32>(raw_key, value)?;
                 }
                 "extendedTypesEnabled" => config.extended_types_enabled = boolean(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
@@ -223,6 +224,12 @@ impl ServerConfig {
         let min = self.min_session_timeout_ms as i32;
         let max = self.max_session_timeout_ms as i32;
         requested_ms.clamp(min, max)
+    }
+
+    /// Snapshots kept on disk: `autopurge.snapRetainCount`, at least 3 as
+    /// ZooKeeper insists, so a damaged newest snapshot has older fallbacks.
+    pub fn snapshots_retained(&self) -> usize {
+        self.autopurge_snap_retain_count.max(3) as usize
     }
 
     pub fn four_letter_word_enabled(&self, word: &str) -> bool {
