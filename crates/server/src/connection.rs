@@ -8,7 +8,7 @@
 //! a client sends can panic the server.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,17 @@ const FINAL_FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// ZooKeeper's session passwords are 16 bytes.
 const PASSWORD_BYTES: usize = 16;
+
+/// What the reader must know of the writer's progress to keep the
+/// session's order (pipeline constraint 1) without giving up pipelining:
+/// a read is answered at once only when no earlier write of the session is
+/// unfinished, and a write is proposed at once only when no earlier read is
+/// still waiting (it must not see that write).
+#[derive(Default)]
+struct SessionOrder {
+    writes_unfinished: AtomicUsize,
+    reads_waiting: AtomicUsize,
+}
 
 #[derive(Debug, thiserror::Error)]
 enum ConnectionError {
@@ -146,12 +157,14 @@ async fn run(
     }
 
     let (steps_tx, steps) = mpsc::channel(STEPS_QUEUED_MAX);
+    let order = Arc::new(SessionOrder::default());
     let writer_task = tokio::spawn(write_loop(
         shared.clone(),
         writer,
         steps,
         events,
         token.clone(),
+        order.clone(),
         SessionContext {
             connection,
             session_id: session.session_id,
@@ -164,6 +177,7 @@ async fn run(
         &shared,
         &mut reader,
         buf,
+        &order,
         session,
         steps_tx,
         &token,
@@ -301,10 +315,12 @@ async fn next_frame(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn read_loop(
     shared: &Shared,
     reader: &mut OwnedReadHalf,
     mut buf: BytesMut,
+    order: &SessionOrder,
     mut session: SessionContext,
     steps: mpsc::Sender<Step>,
     token: &CancellationToken,
@@ -336,6 +352,7 @@ async fn read_loop(
                 tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let step = pipeline::malformed(shared, &session, header.xid, header.op);
+                let step = schedule(shared, &session, order, handle, step);
                 if steps.send(step).await.is_err() {
                     return Ok(());
                 }
@@ -382,6 +399,7 @@ async fn read_loop(
             },
             request => pipeline::step(shared, &session, header.xid, request),
         };
+        let step = schedule(shared, &session, order, handle, step);
         if steps.send(step).await.is_err() {
             return Ok(());
         }
@@ -392,6 +410,78 @@ async fn read_loop(
     }
 }
 
+/// Runs a step now when the session's order allows it, else leaves it for
+/// the writer (see [`SessionOrder`]).
+fn schedule(
+    shared: &Shared,
+    session: &SessionContext,
+    order: &SessionOrder,
+    handle: &ConnectionHandle,
+    step: Step,
+) -> Step {
+    match step {
+        Step::Write {
+            xid,
+            op,
+            shape,
+            txn,
+            received,
+        } => {
+            order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
+            if order.reads_waiting.load(Ordering::Acquire) > 0 {
+                return Step::Write {
+                    xid,
+                    op,
+                    shape,
+                    txn,
+                    received,
+                };
+            }
+            Step::Proposed {
+                xid,
+                op,
+                shape,
+                committed: shared.propose(&txn),
+                received,
+            }
+        }
+        Step::Read { xid, request, auth } => {
+            if order.writes_unfinished.load(Ordering::Acquire) == 0 {
+                return Step::Reply(answer_read(shared, session, handle, &auth, xid, request));
+            }
+            order.reads_waiting.fetch_add(1, Ordering::AcqRel);
+            Step::Read { xid, request, auth }
+        }
+        other => other,
+    }
+}
+
+/// A read's reply, preceded by any events `setWatches` owes the client.
+fn answer_read(
+    shared: &Shared,
+    session: &SessionContext,
+    handle: &ConnectionHandle,
+    auth: &[Id],
+    xid: i32,
+    request: Request,
+) -> Bytes {
+    let started = Instant::now();
+    let op = request.op_code();
+    let mut fired = Vec::new();
+    let answer = pipeline::answer_read(shared, session, auth, xid, request, &mut fired);
+    let latency_ms = started.elapsed().as_millis() as u64;
+    record_activity(shared, handle, op, xid, shared.last_zxid(), latency_ms);
+    if fired.is_empty() {
+        return answer;
+    }
+    let mut out = BytesMut::new();
+    for event in &fired {
+        reply::event(&mut out, event);
+    }
+    out.extend_from_slice(&answer);
+    out.freeze()
+}
+
 fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
     let mut ids = current.to_vec();
     for id in added {
@@ -400,6 +490,44 @@ fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
         }
     }
     ids
+}
+
+enum WriteAnswer {
+    Reply(Bytes),
+    /// The proposal was lost: close, so the client sees ConnectionLoss and
+    /// retries elsewhere.
+    Lost,
+    Cancelled,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn await_write(
+    shared: &Shared,
+    handle: &ConnectionHandle,
+    token: &CancellationToken,
+    xid: i32,
+    op: i32,
+    shape: &pipeline::ReplyShape,
+    committed: tokio::sync::oneshot::Receiver<crate::shared::Committed>,
+    received: Instant,
+) -> WriteAnswer {
+    // Cancel safety: a cancelled token ends the connection; the write
+    // itself is in the log and completes without us. Biased towards the
+    // outcome: a session's close completes its waiter and then closes its
+    // connection, and that reply must still go out.
+    let committed = tokio::select! {
+        biased;
+        committed = committed => committed,
+        _ = token.cancelled() => return WriteAnswer::Cancelled,
+    };
+    match committed {
+        Ok(committed) => {
+            let latency_ms = received.elapsed().as_millis() as u64;
+            record_activity(shared, handle, op, xid, committed.zxid, latency_ms);
+            WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed))
+        }
+        Err(_) => WriteAnswer::Lost,
+    }
 }
 
 fn record_activity(
@@ -419,12 +547,14 @@ fn record_activity(
     activity.latency.record(latency_ms);
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn write_loop(
     shared: Arc<Shared>,
     mut writer: OwnedWriteHalf,
     mut steps: mpsc::Receiver<Step>,
     mut events: mpsc::Receiver<WatchEvent>,
     token: CancellationToken,
+    order: Arc<SessionOrder>,
     session: SessionContext,
     handle: Arc<ConnectionHandle>,
 ) {
@@ -453,36 +583,28 @@ async fn write_loop(
                         close = true;
                         None
                     }
-                    Step::Write { xid, op, shape, committed, received } => {
-                        let committed = tokio::select! {
-                            _ = token.cancelled() => break,
-                            committed = committed => committed,
-                        };
-                        match committed {
-                            Ok(committed) => {
-                                let latency_ms = received.elapsed().as_millis() as u64;
-                                record_activity(&shared, &handle, op, xid, committed.zxid, latency_ms);
-                                Some(pipeline::write_reply(xid, &shape, committed))
-                            }
-                            // The proposal was lost: close, so the client
-                            // sees ConnectionLoss and retries elsewhere.
-                            Err(_) => {
-                                close = true;
-                                None
-                            }
+                    Step::Write { xid, op, shape, txn, received } => {
+                        let committed = shared.propose(&txn);
+                        let answer = await_write(&shared, &handle, &token, xid, op, &shape, committed, received).await;
+                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+                        match answer {
+                            WriteAnswer::Reply(bytes) => Some(bytes),
+                            WriteAnswer::Lost => { close = true; None }
+                            WriteAnswer::Cancelled => break,
+                        }
+                    }
+                    Step::Proposed { xid, op, shape, committed, received } => {
+                        let answer = await_write(&shared, &handle, &token, xid, op, &shape, committed, received).await;
+                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+                        match answer {
+                            WriteAnswer::Reply(bytes) => Some(bytes),
+                            WriteAnswer::Lost => { close = true; None }
+                            WriteAnswer::Cancelled => break,
                         }
                     }
                     Step::Read { xid, request, auth } => {
-                        let started = Instant::now();
-                        let op = request.op_code();
-                        let mut fired = Vec::new();
-                        let answer = pipeline::answer_read(&shared, &session, &auth, xid, request, &mut fired);
-                        for event in &fired {
-                            reply::event(&mut out, event);
-                            frames_out += 1;
-                        }
-                        let latency_ms = started.elapsed().as_millis() as u64;
-                        record_activity(&shared, &handle, op, xid, shared.last_zxid(), latency_ms);
+                        let answer = answer_read(&shared, &session, &handle, &auth, xid, request);
+                        order.reads_waiting.fetch_sub(1, Ordering::AcqRel);
                         Some(answer)
                     }
                 };
@@ -519,9 +641,26 @@ async fn write_loop(
             break;
         }
     }
-    // Replies already built still go out: a closeSession reply races the
-    // apply loop closing the session's connection. Bounded, because a
-    // killed connection may be one whose client stopped reading.
+    // Replies already decided still go out: a closeSession reply races the
+    // apply loop closing the session's connection, and may still be queued.
+    // Bounded, because a killed connection may be one whose client stopped
+    // reading.
+    while let Ok(step) = steps.try_recv() {
+        match step {
+            Step::Reply(bytes) | Step::ReplyThenClose(bytes) => out.extend_from_slice(&bytes),
+            Step::Proposed {
+                xid,
+                shape,
+                mut committed,
+                ..
+            } => {
+                if let Ok(committed) = committed.try_recv() {
+                    out.extend_from_slice(&pipeline::write_reply(xid, &shape, committed));
+                }
+            }
+            Step::Write { .. } | Step::Read { .. } | Step::Close => break,
+        }
+    }
     if !out.is_empty() {
         let _ = tokio::time::timeout(FINAL_FLUSH_TIMEOUT, writer.write_all(&out)).await;
     }

@@ -37,16 +37,26 @@ use crate::watch::{ConnectionId, WatchKind};
 pub enum Step {
     /// An answer decided without waiting for anything.
     Reply(Bytes),
-    /// A write in the log; its reply is built once it is applied.
+    /// A write not yet proposed. The connection proposes it at once unless
+    /// an earlier read of the session is still waiting, which must not see
+    /// it; then it is proposed when its turn comes.
     Write {
         xid: i32,
         /// The request's opcode, for per-connection statistics.
         op: i32,
         shape: ReplyShape,
+        txn: Txn,
+        received: Instant,
+    },
+    /// A write in the log; its reply is built once it is applied.
+    Proposed {
+        xid: i32,
+        op: i32,
+        shape: ReplyShape,
         committed: oneshot::Receiver<Committed>,
         received: Instant,
     },
-    /// A read, answered when every earlier step of the session is done.
+    /// A read that waits for the session's earlier writes.
     Read {
         xid: i32,
         request: Request,
@@ -95,7 +105,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             xid,
             op: request_op,
             shape,
-            committed: shared.propose(&txn),
+            txn,
             received: Instant::now(),
         }
     };
@@ -228,7 +238,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         xid,
         op,
         shape: ReplyShape::Empty,
-        committed: shared.propose(&txn),
+        txn,
         received: Instant::now(),
     }
 }
