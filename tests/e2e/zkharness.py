@@ -1,0 +1,249 @@
+"""Start, stop, kill and restart a ZooKeeper-protocol server for tests.
+
+The server kind comes from PADDOCK_TEST_SERVER:
+  paddock    (default) target/debug/paddock serve --config DIR/zoo.cfg
+             (PADDOCK_BIN overrides the binary path)
+  zookeeper  Apache ZooKeeper from Debian's `zookeeper` package, run in the
+             foreground as org.apache.zookeeper.server.ZooKeeperServerMain
+
+Tests describe the configuration once, as zoo.cfg keys; this module
+translates the few keys that Apache ZooKeeper only reads as JVM system
+properties (jute.maxbuffer, znode.container.checkIntervalMs, the JAAS file).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from zkwire import four_letter, read_until_close
+
+REPO = Path(__file__).resolve().parents[2]
+KIND = os.environ.get("PADDOCK_TEST_SERVER", "paddock").strip().lower()
+if KIND not in ("paddock", "zookeeper"):
+    raise RuntimeError(f"PADDOCK_TEST_SERVER must be paddock or zookeeper, not {KIND!r}")
+
+HOST = "127.0.0.1"
+START_TIMEOUT = float(os.environ.get("PADDOCK_TEST_START_TIMEOUT", "30"))
+# After this many servers failed to come up, stop waiting for more: fail
+# every later start at once instead of timing out test after test.
+MAX_START_TIMEOUTS = 3
+_start_timeouts = []
+
+ZK_JARS = "/usr/share/java"
+ZK_CLI = "/usr/share/zookeeper/bin/zkCli.sh"
+
+# Keys that Apache ZooKeeper reads only as JVM system properties.
+JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
+                     "znode.container.maxPerMinute",
+                     "znode.container.maxNeverUsedIntervalMs")
+
+
+def paddock_bin() -> Path:
+    return Path(os.environ.get("PADDOCK_BIN", REPO / "target" / "debug" / "paddock"))
+
+
+def zookeeper_classpath() -> str:
+    jars = [f"{ZK_JARS}/zookeeper.jar"]
+    # A logging backend so the server's log goes to stderr (optional).
+    for extra in ("slf4j-simple.jar",):
+        if os.path.exists(f"{ZK_JARS}/{extra}"):
+            jars.append(f"{ZK_JARS}/{extra}")
+    return ":".join(jars)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def default_config() -> Dict[str, str]:
+    return {
+        "tickTime": "2000",
+        "4lw.commands.whitelist": "*",
+        # Apache ZooKeeper starts an HTTP admin server on 8080 by default;
+        # tests run several servers at once, so keep it off.
+        "admin.enableServer": "false",
+    }
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+class Server:
+    """One server process on a free port with its own data directory."""
+
+    def __init__(self, workdir: Path, config: Optional[Dict[str, str]] = None,
+                 name: str = "server") -> None:
+        self.kind = KIND
+        self.name = name
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        self.port = free_port()
+        self.host = HOST
+        self.config = default_config()
+        for k, v in (config or {}).items():
+            if v is None:  # None removes a default key
+                self.config.pop(k, None)
+            else:
+                self.config[k] = str(v)
+        self.config["clientPort"] = str(self.port)
+        self.config["clientPortAddress"] = HOST
+        self.config["dataDir"] = str(self.data_dir)
+        self.proc: Optional[subprocess.Popen] = None
+        self.starts = 0
+        self._stderr = None
+
+    # ---------------------------------------------------------------- info
+
+    @property
+    def hosts(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def stderr_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+    # ---------------------------------------------------------------- config
+
+    def _write_config(self) -> tuple:
+        cfg = dict(self.config)
+        cfg_path = self.workdir / "zoo.cfg"
+        if self.kind == "paddock":
+            argv = [str(paddock_bin()), "serve", "--config", str(cfg_path)]
+            env = dict(os.environ)
+            env.setdefault("RUST_BACKTRACE", "1")
+        else:
+            jvm = ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                   "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+                   "-Dzookeeper.admin.enableServer=false"]
+            for key in JVM_PROPERTY_KEYS:
+                if key in cfg:
+                    jvm.append(f"-D{key}={cfg.pop(key)}")
+            jaas = cfg.pop("jaasLoginConfig", None)
+            if jaas:
+                jvm += [f"-Djava.security.auth.login.config={jaas}",
+                        "-Dzookeeper.authProvider.1="
+                        "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
+            argv = (["java"] + jvm + ["-cp", zookeeper_classpath(),
+                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg_path)])
+            env = dict(os.environ)
+        cfg_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
+        return argv, env
+
+    # ---------------------------------------------------------------- life
+
+    def start(self, timeout: float = START_TIMEOUT) -> "Server":
+        if self.proc is not None and self.proc.poll() is None:
+            raise ServerError("server already running")
+        if len(_start_timeouts) >= MAX_START_TIMEOUTS:
+            raise ServerError(
+                f"giving up: {len(_start_timeouts)} servers did not start in time; "
+                f"the first one said:\n{_start_timeouts[0]}")
+        if self.kind == "paddock" and not paddock_bin().exists():
+            raise ServerError(f"{paddock_bin()} does not exist: run `cargo build` first")
+        argv, env = self._write_config()
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        log.write(f"\n===== start #{self.starts}: {' '.join(argv)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(argv, cwd=self.workdir, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=log,
+                                     stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise ServerError(
+                    f"{self.kind} server exited with code {self.proc.returncode} "
+                    f"before answering ruok\n--- log tail ---\n{self.stderr_tail()}")
+            try:
+                last = four_letter(self.host, self.port, "ruok", timeout=2)
+                # A whitelist without ruok still proves the port is served.
+                alive = last == "imok" or "not in the whitelist" in last
+                # Apache ZooKeeper answers ruok while it is still loading its
+                # database; srvr (always whitelisted) tells when it serves.
+                if alive and "not currently serving" not in \
+                        four_letter(self.host, self.port, "srvr", timeout=2):
+                    return
+            except OSError as e:
+                last = repr(e)
+            time.sleep(0.1)
+        self.kill()
+        msg = (f"{self.kind} server on port {self.port} did not answer ruok with "
+               f"imok within {timeout}s (last answer: {last!r})\n"
+               f"--- log tail ---\n{self.stderr_tail()}")
+        _start_timeouts.append(msg)
+        raise ServerError(msg)
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL after `grace` seconds."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                self._killpg()
+        self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to flush or say goodbye."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self._killpg()
+        self.proc = None
+
+    def _killpg(self) -> None:
+        # the server runs in its own process group (start_new_session)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(10)
+
+    def restart(self, kill: bool = False) -> "Server":
+        """Stop (or SIGKILL) and start again on the same port and data dir."""
+        if kill:
+            self.kill()
+        else:
+            self.stop()
+        return self.start()
+
+    # ---------------------------------------------------------------- talk
+
+    def four_letter(self, word: str, timeout: float = 10.0) -> str:
+        return four_letter(self.host, self.port, word, timeout)
+
+    def send_raw(self, data: bytes, timeout: float = 5.0):
+        """Send raw bytes on a fresh connection; returns (reply, closed)."""
+        with socket.create_connection((self.host, self.port), timeout=timeout) as s:
+            s.sendall(data)
+            return read_until_close(s, timeout)
