@@ -9,6 +9,7 @@ import pytest
 
 from conftest import make_kazoo
 from zkharness import paddock_bin
+from kazoo.security import make_acl
 from zkwire import four_letter
 
 DEFAULT_PORT = 2181
@@ -90,3 +91,46 @@ def test_zero_config_uses_zookeeper_default_whitelist(tmp_path):
                 "stat is not executed because it is not in the whitelist.\n"
         finally:
             stop(proc)
+
+
+@pytest.mark.paddock_only("the flags of `paddock serve`")
+def test_serve_flags_with_jaas_file(tmp_path):
+    """`--port`, `--data-dir` and `--jaas-config` without any zoo.cfg."""
+    from test_sasl import JAAS
+    from zkharness import free_port
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    port = free_port()
+    log = open(tmp_path / "paddock.log", "wb")
+    proc = subprocess.Popen(
+        [str(paddock_bin()), "serve", "--port", str(port), "--bind", "127.0.0.1",
+         "--data-dir", str(tmp_path / "data"), "--jaas-config", str(jaas)],
+        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, (tmp_path / "paddock.log").read_text()
+            try:
+                if four_letter("127.0.0.1", port, "srvr", timeout=2).startswith("Zookeeper"):
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "paddock serve did not start"
+            time.sleep(0.1)
+
+        class Addr:
+            hosts = f"127.0.0.1:{port}"
+        zk = make_kazoo(Addr, sasl_options={"mechanism": "DIGEST-MD5",
+                                            "username": "alice", "password": "secret"})
+        try:
+            assert zk.client_id is not None, "connected: SASL passed"
+            zk.create("/by-alice", b"", acl=[make_acl("sasl", "alice", all=True)])
+            assert zk.get("/by-alice")[0] == b""
+        finally:
+            zk.stop()
+            zk.close()
+        assert (tmp_path / "data" / "version-paddock").is_dir()
+    finally:
+        stop(proc)
+        log.close()

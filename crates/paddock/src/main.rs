@@ -42,6 +42,10 @@ struct ServeArgs {
     /// The write-ahead log (`dataLogDir`).
     #[arg(long)]
     data_log_dir: Option<PathBuf>,
+    /// A JAAS file whose `Server` section lists SASL DIGEST-MD5 users
+    /// (`user_NAME="password"`); zoo.cfg key `jaasLoginConfig`.
+    #[arg(long)]
+    jaas_config: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -86,6 +90,9 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = args.data_log_dir {
         config.data_log_dir = dir;
+    }
+    if let Some(path) = args.jaas_config {
+        config.jaas_config = Some(path);
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
