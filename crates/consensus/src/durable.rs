@@ -32,10 +32,12 @@ impl DurableLog {
     pub(crate) fn open(
         dir: &Path,
         voters: &[u64],
+        learners: &[u64],
         snapshot: Option<&SnapshotMeta>,
     ) -> Result<Self, Error> {
         let (wal, records) = Wal::open(dir, WalOptions::default())?;
-        let mem = MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), vec![])));
+        let mem =
+            MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), learners.to_vec())));
         let snapshot_index = snapshot.map_or(0, |s| s.index);
         if let Some(meta) = snapshot {
             mem.wl().apply_snapshot(meta.to_raft())?;
@@ -184,14 +186,14 @@ mod tests {
     fn entries_and_hard_state_survive_reopen() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
             log.persist(
                 &[entry(1, 1, b"a"), entry(2, 1, b"b")],
                 Some(&hard_state(1, 1, 2)),
             )
             .unwrap();
         }
-        let log = DurableLog::open(dir.path(), &[1], None).unwrap();
+        let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
         let mem = log.raft_storage();
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
@@ -205,7 +207,7 @@ mod tests {
     fn an_overwritten_suffix_is_replaced_on_recovery() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
             log.persist(
                 &[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")],
                 None,
@@ -214,7 +216,7 @@ mod tests {
             log.persist(&[entry(2, 2, b"B")], Some(&hard_state(2, 1, 1)))
                 .unwrap();
         }
-        let log = DurableLog::open(dir.path(), &[1], None).unwrap();
+        let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
         let mem = log.raft_storage();
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.term(2).unwrap(), 2);
@@ -224,7 +226,7 @@ mod tests {
     fn recovery_starts_after_the_snapshot() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let mut log = DurableLog::open(dir.path(), &[1], None).unwrap();
+            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
             let batch: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"x")).collect();
             log.persist(&batch, Some(&hard_state(1, 1, 10))).unwrap();
             log.compact(6).unwrap();
@@ -235,7 +237,7 @@ mod tests {
             voters: vec![1],
             learners: vec![],
         };
-        let log = DurableLog::open(dir.path(), &[1], Some(&meta)).unwrap();
+        let log = DurableLog::open(dir.path(), &[1], &[], Some(&meta)).unwrap();
         let mem = log.raft_storage();
         assert_eq!(mem.first_index().unwrap(), 7);
         assert_eq!(mem.last_index().unwrap(), 10);

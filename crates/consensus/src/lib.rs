@@ -4,13 +4,15 @@
 //!
 //! Layout:
 //! - `node`: [`Consensus`], the handle, and the thread that alone drives
-//!   `RawNode` and hands committed entries to the state machine.
+//!   `RawNode`, sends its messages through a [`Network`] and hands
+//!   committed entries to the state machine.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
 //! - `status`: role, term and indexes published for monitoring.
 //!
-//! Standalone mode is a group of one voter on this same path.
+//! Standalone mode is a group of one voter on this same path, with
+//! [`NoPeers`] for its network.
 
 mod durable;
 mod error;
@@ -20,6 +22,6 @@ mod snapshot;
 mod status;
 
 pub use error::Error;
-pub use node::{CommittedEntry, Config, Consensus};
+pub use node::{CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback};
 pub use snapshot::{SnapshotMeta, Snapshots};
 pub use status::{Role, Status};

@@ -1,12 +1,21 @@
-//! The one owner of raft's `RawNode`: a thread that takes proposals from a
-//! channel, ticks on a timer, and handles each Ready in raft-rs's documented
-//! order — persist entries and hard state (one sync for the whole batch),
-//! then hand committed entries to the state machine, then advance.
+//! The one owner of raft's `RawNode`: a thread that takes proposals and
+//! peer messages from a channel, ticks on a timer, and handles each Ready in
+//! raft-rs's documented order — send what may go before persisting, persist
+//! entries and hard state (one sync for the whole batch), send what had to
+//! wait for it, hand committed entries to the state machine, then advance.
 //!
 //! Group commit falls out of the loop: while one batch is being synced,
 //! proposals queue in the channel, and the next turn drains them all.
+//!
+//! A proposal is known by its origin: the entry's context carries the id
+//! of the server that proposed it and that server's sequence number. A
+//! follower's proposal is forwarded to the leader by raft and gets its log
+//! index there, so (term, index) cannot identify it on the server whose
+//! client waits; (origin, sequence) can, on every server. Entries of one
+//! origin reach the log in sequence order, so when sequence `s` commits,
+//! every pending proposal of that origin below `s` was lost.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -15,7 +24,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use raft::prelude::{Entry, EntryType};
+use raft::prelude::{Entry, EntryType, Message};
 use raft::storage::MemStorage;
 use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
@@ -25,9 +34,29 @@ use crate::snapshot::SnapshotMeta;
 use crate::status::{Role, Status};
 use crate::Error;
 
-/// Proposals taken from the channel per turn of the loop: bounds the time a
+/// Commands taken from the channel per turn of the loop: bounds the time a
 /// turn spends before it syncs, so latency stays flat under load.
-const PROPOSALS_PER_TURN_MAX: usize = 4096;
+const COMMANDS_PER_TURN_MAX: usize = 4096;
+/// A proposal or read-index request not answered in this long is given up
+/// (its waiter dropped): its leader was lost, or the message was.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where raft messages for other servers go. Sending never blocks; a
+/// message that cannot be queued is dropped (raft retries), and the peers
+/// it was for are returned so raft can be told they are unreachable.
+pub trait Network: Send + Sync + 'static {
+    fn send(&self, messages: Vec<Message>) -> Vec<u64>;
+}
+
+/// The network of a group of one: there is nobody to talk to.
+pub struct NoPeers;
+
+impl Network for NoPeers {
+    fn send(&self, messages: Vec<Message>) -> Vec<u64> {
+        debug_assert!(messages.is_empty(), "a one-voter group sends no messages");
+        Vec::new()
+    }
+}
 
 /// How the replicated log is set up.
 #[derive(Debug, Clone)]
@@ -36,15 +65,18 @@ pub struct Config {
     pub id: u64,
     /// Ids of the voting servers. Standalone is `[id]`.
     pub voters: Vec<u64>,
+    /// Ids of non-voting servers (ZooKeeper's observers).
+    pub learners: Vec<u64>,
     /// Where the write-ahead log lives.
     pub log_dir: PathBuf,
     /// One raft tick.
     pub tick: Duration,
+    /// Ticks without a leader before a follower campaigns.
+    pub election_ticks: usize,
 }
 
 /// An entry the group has committed, in log order, with the waiter of the
-/// proposal that produced it when that proposal was made on this server in
-/// the same term.
+/// proposal that produced it when that proposal was made on this server.
 pub struct CommittedEntry<W> {
     /// Log index: the zxid of the transaction the entry carries.
     pub index: u64,
@@ -54,8 +86,14 @@ pub struct CommittedEntry<W> {
     pub waiter: Option<W>,
 }
 
+/// Called with the log index a linearizable read must wait for, or `None`
+/// when the group could not confirm its leadership in time.
+pub type ReadIndexCallback = Box<dyn FnOnce(Option<u64>) + Send>;
+
 enum Command<W> {
     Propose { data: Vec<u8>, waiter: W },
+    ReadIndex { callback: ReadIndexCallback },
+    Step(Message),
     Compact { index: u64 },
 }
 
@@ -77,7 +115,8 @@ impl<W> Clone for Consensus<W> {
 impl<W: Send + 'static> Consensus<W> {
     /// Recovers the log on top of `snapshot` (the one the state machine was
     /// restored from) and starts the thread. Committed entries after the
-    /// snapshot arrive on `committed`, replayed ones first.
+    /// snapshot arrive on `committed`, replayed ones first; messages for
+    /// other servers leave through `network`.
     ///
     /// When the thread stops — every handle dropped, or a storage error,
     /// which it logs — it drops `committed`, so the receiver sees the end.
@@ -85,12 +124,13 @@ impl<W: Send + 'static> Consensus<W> {
         config: Config,
         snapshot: Option<&SnapshotMeta>,
         committed: UnboundedSender<Vec<CommittedEntry<W>>>,
+        network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
-        let log = DurableLog::open(&config.log_dir, &config.voters, snapshot)?;
+        let log = DurableLog::open(&config.log_dir, &config.voters, &config.learners, snapshot)?;
         let raft_config = raft::Config {
             id: config.id,
-            election_tick: 10,
-            heartbeat_tick: 1,
+            election_tick: config.election_ticks,
+            heartbeat_tick: (config.election_ticks / 10).max(1),
             applied: snapshot.map_or(0, |s| s.index),
             pre_vote: true,
             check_quorum: true,
@@ -101,7 +141,7 @@ impl<W: Send + 'static> Consensus<W> {
         raft_config.validate()?;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let mut raw = RawNode::new(&raft_config, log.raft_storage(), &logger)?;
-        if config.voters == [config.id] {
+        if config.voters == [config.id] && config.learners.is_empty() {
             // A group of one needs no election timeout to find its leader.
             raw.campaign()?;
         }
@@ -109,11 +149,16 @@ impl<W: Send + 'static> Consensus<W> {
         let (commands, inbox) = mpsc::channel();
         let status = Arc::new(Status::default());
         let mut driver = Driver {
+            id: config.id,
             raw,
             log,
             inbox,
             committed,
+            network,
+            next_sequence: 1,
             pending: BTreeMap::new(),
+            next_read: 1,
+            reads: HashMap::new(),
             status: status.clone(),
             tick: config.tick,
         };
@@ -137,33 +182,50 @@ impl<W: Send + 'static> Consensus<W> {
     }
 
     /// Proposes `data`. Its `waiter` comes back with the committed entry,
-    /// or is dropped if the proposal is lost (not leader, leader changed).
+    /// or is dropped if the proposal is lost (no leader, leader changed).
     pub fn propose(&self, data: Vec<u8>, waiter: W) -> Result<(), Error> {
-        self.commands
-            .send(Command::Propose { data, waiter })
-            .map_err(|_| Error::Stopped)
+        self.send(Command::Propose { data, waiter })
+    }
+
+    /// Asks the leader for the commit index a linearizable read must wait
+    /// for (raft's read index); `callback` gets it, or `None`.
+    pub fn read_index(&self, callback: ReadIndexCallback) -> Result<(), Error> {
+        self.send(Command::ReadIndex { callback })
+    }
+
+    /// Hands a message from another server to raft.
+    pub fn step(&self, message: Message) -> Result<(), Error> {
+        self.send(Command::Step(message))
     }
 
     /// Tells the log that a durable snapshot covers everything up to `index`.
     pub fn compact(&self, index: u64) -> Result<(), Error> {
-        self.commands
-            .send(Command::Compact { index })
-            .map_err(|_| Error::Stopped)
+        self.send(Command::Compact { index })
     }
 
     pub fn status(&self) -> &Status {
         &self.status
     }
+
+    fn send(&self, command: Command<W>) -> Result<(), Error> {
+        self.commands.send(command).map_err(|_| Error::Stopped)
+    }
 }
 
 struct Driver<W> {
+    id: u64,
     raw: RawNode<MemStorage>,
     log: DurableLog,
     inbox: mpsc::Receiver<Command<W>>,
     committed: UnboundedSender<Vec<CommittedEntry<W>>>,
-    /// Proposals made here that are not yet committed, by the log index
-    /// raft gave them, with the term they were proposed in.
-    pending: BTreeMap<u64, (u64, W)>,
+    network: Arc<dyn Network>,
+    /// Sequence number for this server's next proposal.
+    next_sequence: u64,
+    /// Proposals made here and not yet committed, by sequence number.
+    pending: BTreeMap<u64, (Instant, W)>,
+    next_read: u64,
+    /// Read-index requests in flight, by the id carried in their context.
+    reads: HashMap<u64, (Instant, ReadIndexCallback)>,
     status: Arc<Status>,
     tick: Duration,
 }
@@ -176,7 +238,7 @@ impl<W> Driver<W> {
             match self.inbox.recv_timeout(wait) {
                 Ok(command) => {
                     self.handle(command)?;
-                    for _ in 1..PROPOSALS_PER_TURN_MAX {
+                    for _ in 1..COMMANDS_PER_TURN_MAX {
                         let Ok(command) = self.inbox.try_recv() else {
                             break;
                         };
@@ -189,6 +251,7 @@ impl<W> Driver<W> {
             if Instant::now() >= next_tick {
                 self.raw.tick();
                 next_tick += self.tick;
+                self.give_up_stale_requests();
             }
             self.handle_ready()?;
             if self.committed.is_closed() {
@@ -200,16 +263,30 @@ impl<W> Driver<W> {
     fn handle(&mut self, command: Command<W>) -> Result<(), Error> {
         match command {
             Command::Propose { data, waiter } => {
-                let before = self.raw.raft.raft_log.last_index();
-                let term = self.raw.raft.term;
-                // A refused or silently dropped proposal drops its waiter,
+                let sequence = self.next_sequence;
+                self.next_sequence += 1;
+                let origin = ProposalOrigin {
+                    server: self.id,
+                    sequence,
+                };
+                // A refused proposal (no known leader) drops its waiter,
                 // which its caller sees as a lost request.
-                if self.raw.propose(Vec::new(), data).is_ok() {
-                    let index = self.raw.raft.raft_log.last_index();
-                    if index > before {
-                        self.pending.insert(index, (term, waiter));
-                    }
+                if self.raw.propose(origin.encode(), data).is_ok() {
+                    self.pending.insert(sequence, (Instant::now(), waiter));
                 }
+                Ok(())
+            }
+            Command::ReadIndex { callback } => {
+                let id = self.next_read;
+                self.next_read += 1;
+                self.reads.insert(id, (Instant::now(), callback));
+                self.raw.read_index(id.to_be_bytes().to_vec());
+                Ok(())
+            }
+            // A message for an old term or from a removed peer is raft's to
+            // ignore; an error here is never a reason to stop.
+            Command::Step(message) => {
+                let _ = self.raw.step(message);
                 Ok(())
             }
             Command::Compact { index } => self.log.compact(index),
@@ -221,24 +298,68 @@ impl<W> Driver<W> {
             return Ok(());
         }
         let mut ready = self.raw.ready();
-        debug_assert!(
-            ready.messages().is_empty() && ready.snapshot().data.is_empty(),
-            "a one-voter group has no peers to talk to"
-        );
+        // A leader's appends and heartbeats may go out before it persists.
+        self.send(ready.take_messages());
+        // MemStorage never offers a leader a snapshot to send (its data
+        // would be empty), so a follower is never sent one: a follower
+        // behind the leader's compacted log waits for streamed snapshot
+        // transfer, which is not built yet.
+        debug_assert!(ready.snapshot().is_empty(), "no snapshot is ever sent");
+        for state in ready.take_read_states() {
+            self.answer_read(&state.request_ctx, Some(state.index));
+        }
         self.forward(ready.take_committed_entries());
         self.log.persist(ready.entries(), ready.hs())?;
+        // A follower's acknowledgements must wait until it has persisted.
+        self.send(ready.take_persisted_messages());
         let mut light = self.raw.advance(ready);
         if let Some(commit) = light.commit_index() {
             self.log.set_commit(commit);
         }
+        self.send(light.take_messages());
         self.forward(light.take_committed_entries());
         self.raw.advance_apply();
         self.publish_status();
         Ok(())
     }
 
-    /// Sends committed entries to the state machine, pairing each with the
-    /// waiter proposed at exactly its (term, index).
+    fn send(&mut self, messages: Vec<Message>) {
+        if messages.is_empty() {
+            return;
+        }
+        for peer in self.network.send(messages) {
+            self.raw.report_unreachable(peer);
+        }
+    }
+
+    fn answer_read(&mut self, context: &[u8], index: Option<u64>) {
+        let Ok(id) = <[u8; 8]>::try_from(context).map(u64::from_be_bytes) else {
+            return;
+        };
+        if let Some((_, callback)) = self.reads.remove(&id) {
+            callback(index);
+        }
+    }
+
+    fn give_up_stale_requests(&mut self) {
+        let now = Instant::now();
+        self.pending
+            .retain(|_, (since, _)| now.duration_since(*since) < REQUEST_TIMEOUT);
+        let stale: Vec<u64> = self
+            .reads
+            .iter()
+            .filter(|(_, (since, _))| now.duration_since(*since) >= REQUEST_TIMEOUT)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in stale {
+            if let Some((_, callback)) = self.reads.remove(&id) {
+                callback(None);
+            }
+        }
+    }
+
+    /// Sends committed entries to the state machine, each with the waiter
+    /// of the proposal this server made for it, if any.
     fn forward(&mut self, entries: Vec<Entry>) {
         if entries.is_empty() {
             return;
@@ -246,7 +367,9 @@ impl<W> Driver<W> {
         let batch = entries
             .into_iter()
             .map(|entry| {
-                let waiter = self.take_waiter(entry.index, entry.term);
+                let waiter = ProposalOrigin::decode(&entry.context)
+                    .filter(|origin| origin.server == self.id)
+                    .and_then(|origin| self.take_waiter(origin.sequence));
                 let data = match entry.get_entry_type() {
                     EntryType::EntryNormal => Bytes::from(entry.data.to_vec()),
                     EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => Bytes::new(),
@@ -264,16 +387,16 @@ impl<W> Driver<W> {
         let _ = self.committed.send(batch);
     }
 
-    fn take_waiter(&mut self, index: u64, term: u64) -> Option<W> {
-        // Anything pending at or below this index is now decided: ours if
-        // the term matches, otherwise another leader's entry replaced it.
+    fn take_waiter(&mut self, sequence: u64) -> Option<W> {
+        // Proposals of one origin commit in sequence order: any still
+        // pending below this one were lost.
         while let Some(entry) = self.pending.first_entry() {
-            if *entry.key() > index {
+            if *entry.key() > sequence {
                 break;
             }
             let at = *entry.key();
-            let (proposed_term, waiter) = entry.remove();
-            if at == index && proposed_term == term {
+            let (_, waiter) = entry.remove();
+            if at == sequence {
                 return Some(waiter);
             }
         }
@@ -301,6 +424,32 @@ impl<W> Driver<W> {
     }
 }
 
+/// Which server proposed an entry, and its sequence number there; carried
+/// in the entry's context (16 bytes). Raft's own entries have none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ProposalOrigin {
+    server: u64,
+    sequence: u64,
+}
+
+impl ProposalOrigin {
+    fn encode(self) -> Vec<u8> {
+        let mut context = Vec::with_capacity(16);
+        context.extend_from_slice(&self.server.to_be_bytes());
+        context.extend_from_slice(&self.sequence.to_be_bytes());
+        context
+    }
+
+    fn decode(context: &[u8]) -> Option<Self> {
+        let bytes: &[u8; 16] = context.try_into().ok()?;
+        let (server, sequence) = bytes.split_at(8);
+        Some(Self {
+            server: u64::from_be_bytes(server.try_into().ok()?),
+            sequence: u64::from_be_bytes(sequence.try_into().ok()?),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,8 +458,10 @@ mod tests {
         Config {
             id: 1,
             voters: vec![1],
+            learners: vec![],
             log_dir: dir.to_path_buf(),
             tick: Duration::from_millis(10),
+            election_ticks: 10,
         }
     }
 
@@ -336,7 +487,7 @@ mod tests {
     fn proposals_commit_in_order_with_their_waiters_and_replay_after_restart() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::start(config(dir.path()), None, tx).unwrap();
+        let node = Consensus::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
         for i in 0..3u32 {
             node.propose(vec![b'a' + i as u8], i).unwrap();
         }
@@ -361,7 +512,8 @@ mod tests {
         drop(rx);
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let _node = Consensus::<u32>::start(config(dir.path()), None, tx).unwrap();
+        let _node =
+            Consensus::<u32>::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
         let replayed = collect(&mut rx, 3);
         assert_eq!(
             replayed
@@ -373,6 +525,141 @@ mod tests {
                 .map(|(i, d, _)| (*i, d.clone(), None))
                 .collect::<Vec<_>>(),
             "the same entries at the same indexes, without waiters"
+        );
+    }
+
+    /// Delivers messages between in-process nodes; a cut node neither
+    /// sends nor receives.
+    #[derive(Default)]
+    struct Wires {
+        nodes: std::sync::Mutex<HashMap<u64, Consensus<u32>>>,
+        cut: std::sync::Mutex<Option<u64>>,
+    }
+
+    impl Network for Wires {
+        fn send(&self, messages: Vec<Message>) -> Vec<u64> {
+            let cut = *self.cut.lock().unwrap();
+            let nodes = self.nodes.lock().unwrap();
+            for message in messages {
+                if Some(message.to) == cut || Some(message.from) == cut {
+                    continue;
+                }
+                if let Some(node) = nodes.get(&message.to) {
+                    let _ = node.step(message);
+                }
+            }
+            Vec::new()
+        }
+    }
+
+    type Receiver = tokio::sync::mpsc::UnboundedReceiver<Vec<CommittedEntry<u32>>>;
+
+    fn start_group(dirs: &[tempfile::TempDir]) -> (Arc<Wires>, Vec<Receiver>) {
+        let wires = Arc::new(Wires::default());
+        let mut receivers = Vec::new();
+        for (i, dir) in dirs.iter().enumerate() {
+            let id = i as u64 + 1;
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            let config = Config {
+                id,
+                voters: vec![1, 2, 3],
+                ..config(dir.path())
+            };
+            let node = Consensus::start(config, None, tx, wires.clone()).unwrap();
+            wires.nodes.lock().unwrap().insert(id, node);
+            receivers.push(rx);
+        }
+        (wires, receivers)
+    }
+
+    fn leader(wires: &Wires) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let nodes = wires.nodes.lock().unwrap();
+            let cut = *wires.cut.lock().unwrap();
+            if let Some((&id, _)) = nodes
+                .iter()
+                .find(|(&id, n)| Some(id) != cut && n.status().role() == Role::Leader)
+            {
+                return id;
+            }
+            drop(nodes);
+            assert!(Instant::now() < deadline, "no leader elected");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn three_nodes_agree_and_a_follower_proposal_reaches_its_waiter() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let leader_id = leader(&wires);
+        let follower_id = if leader_id == 1 { 2 } else { 1 };
+        {
+            let nodes = wires.nodes.lock().unwrap();
+            nodes[&leader_id]
+                .propose(b"from-leader".to_vec(), 10)
+                .unwrap();
+            nodes[&follower_id]
+                .propose(b"from-follower".to_vec(), 20)
+                .unwrap();
+        }
+        let seen: Vec<_> = receivers.iter_mut().map(|rx| collect(rx, 2)).collect();
+        for (i, entries) in seen.iter().enumerate() {
+            let id = i as u64 + 1;
+            let data: Vec<_> = entries.iter().map(|(_, d, _)| d.clone()).collect();
+            let first: Vec<_> = seen[0].iter().map(|(_, d, _)| d.clone()).collect();
+            assert_eq!(
+                data, first,
+                "node {id} applied the same entries in the same order"
+            );
+            for (_, data, waiter) in entries {
+                let expected = match (id, data.as_slice()) {
+                    (id, b"from-leader") if id == leader_id => Some(10),
+                    (id, b"from-follower") if id == follower_id => Some(20),
+                    _ => None,
+                };
+                assert_eq!(*waiter, expected, "node {id}, entry {data:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_leader_takes_over_when_the_old_one_is_cut_off() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let old = leader(&wires);
+        *wires.cut.lock().unwrap() = Some(old);
+        let new = leader(&wires);
+        assert_ne!(new, old);
+        wires.nodes.lock().unwrap()[&new]
+            .propose(b"after".to_vec(), 7)
+            .unwrap();
+        let survivor = receivers.remove(new as usize - 1);
+        let mut survivor = survivor;
+        let entries = collect(&mut survivor, 1);
+        assert_eq!(entries[0].1, b"after".to_vec());
+        assert_eq!(entries[0].2, Some(7));
+    }
+
+    #[test]
+    fn read_index_answers_with_the_commit_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let node = Consensus::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        node.propose(b"x".to_vec(), 1).unwrap();
+        let (index, _, _) = collect(&mut rx, 1)[0].clone();
+        let (answer_tx, answer_rx) = std::sync::mpsc::channel();
+        node.read_index(Box::new(move |index| {
+            let _ = answer_tx.send(index);
+        }))
+        .unwrap();
+        let answer = answer_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("read index answered");
+        assert!(
+            answer.is_some_and(|read| read >= index),
+            "{answer:?} >= {index}"
         );
     }
 }

@@ -26,6 +26,8 @@ use crate::watch::WatchRegistry;
 /// One raft tick. Standalone never holds elections, so this only paces
 /// raft's internal timers.
 const RAFT_TICK: Duration = Duration::from_millis(100);
+/// Raft ticks without a leader before a follower campaigns (one second).
+const ELECTION_TICKS: usize = 10;
 /// How long to wait before accepting again after `accept` fails (out of
 /// file descriptors, say): the listener must survive it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -110,11 +112,14 @@ pub async fn run(
         consensus::Config {
             id: server_id,
             voters: voters.clone(),
+            learners: Vec::new(),
             log_dir,
             tick: RAFT_TICK,
+            election_ticks: ELECTION_TICKS,
         },
         snapshot_meta.as_ref(),
         committed_tx,
+        Arc::new(consensus::NoPeers),
     )?;
 
     let shared = Arc::new(Shared {
