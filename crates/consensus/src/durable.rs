@@ -90,8 +90,8 @@ impl DurableLog {
     }
 
     /// What raft reads from; cheap to clone (it shares the core).
-    pub(crate) fn raft_storage(&self) -> MemStorage {
-        self.mem.clone()
+    pub(crate) fn raft_storage(&self) -> RaftStore {
+        RaftStore(self.mem.clone())
     }
 
     /// Makes `entries` and `hard_state` durable with one sync, then exposes
@@ -160,6 +160,48 @@ impl DurableLog {
     }
 }
 
+/// Raft's view of the log: `MemStorage`, except that it never offers a
+/// snapshot. MemStorage would describe one with no data, and a follower
+/// sent it would believe it holds state its tree does not: a silent
+/// divergence. Until snapshots are streamed from disk, a leader keeps
+/// retrying the log instead, and a follower behind its compaction waits.
+#[derive(Clone)]
+pub(crate) struct RaftStore(MemStorage);
+
+impl raft::Storage for RaftStore {
+    fn initial_state(&self) -> raft::Result<raft::RaftState> {
+        self.0.initial_state()
+    }
+
+    fn entries(
+        &self,
+        low: u64,
+        high: u64,
+        max_size: impl Into<Option<u64>>,
+        context: raft::GetEntriesContext,
+    ) -> raft::Result<Vec<Entry>> {
+        self.0.entries(low, high, max_size, context)
+    }
+
+    fn term(&self, index: u64) -> raft::Result<u64> {
+        self.0.term(index)
+    }
+
+    fn first_index(&self) -> raft::Result<u64> {
+        self.0.first_index()
+    }
+
+    fn last_index(&self) -> raft::Result<u64> {
+        self.0.last_index()
+    }
+
+    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<raft::prelude::Snapshot> {
+        Err(raft::Error::Store(
+            raft::StorageError::SnapshotTemporarilyUnavailable,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,7 +236,7 @@ mod tests {
             .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage();
+        let mem = log.raft_storage().0;
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
         let entries = mem
@@ -217,7 +259,7 @@ mod tests {
                 .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage();
+        let mem = log.raft_storage().0;
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.term(2).unwrap(), 2);
     }
@@ -238,7 +280,7 @@ mod tests {
             learners: vec![],
         };
         let log = DurableLog::open(dir.path(), &[1], &[], Some(&meta)).unwrap();
-        let mem = log.raft_storage();
+        let mem = log.raft_storage().0;
         assert_eq!(mem.first_index().unwrap(), 7);
         assert_eq!(mem.last_index().unwrap(), 10);
         assert_eq!(mem.rl().hard_state().commit, 10);

@@ -10,6 +10,8 @@
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
 //! - `status`: role, term and indexes published for monitoring.
+//! - `transport`: [`Transport`], the peer port: raft messages and
+//!   application payloads between servers over long-lived TCP connections.
 //!
 //! Standalone mode is a group of one voter on this same path, with
 //! [`NoPeers`] for its network.
@@ -20,8 +22,14 @@ mod node;
 mod record;
 mod snapshot;
 mod status;
+mod transport;
 
 pub use error::Error;
 pub use node::{CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback};
+/// Raft's message, as a [`Network`] carries it.
+pub use raft::prelude::Message;
 pub use snapshot::{SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
+pub use transport::{
+    Inbound, Transport, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT,
+};

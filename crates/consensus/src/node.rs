@@ -25,11 +25,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use raft::prelude::{Entry, EntryType, Message};
-use raft::storage::MemStorage;
 use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::durable::DurableLog;
+use crate::durable::{DurableLog, RaftStore};
 use crate::snapshot::SnapshotMeta;
 use crate::status::{Role, Status};
 use crate::Error;
@@ -214,7 +213,7 @@ impl<W: Send + 'static> Consensus<W> {
 
 struct Driver<W> {
     id: u64,
-    raw: RawNode<MemStorage>,
+    raw: RawNode<RaftStore>,
     log: DurableLog,
     inbox: mpsc::Receiver<Command<W>>,
     committed: UnboundedSender<Vec<CommittedEntry<W>>>,
@@ -300,11 +299,14 @@ impl<W> Driver<W> {
         let mut ready = self.raw.ready();
         // A leader's appends and heartbeats may go out before it persists.
         self.send(ready.take_messages());
-        // MemStorage never offers a leader a snapshot to send (its data
-        // would be empty), so a follower is never sent one: a follower
-        // behind the leader's compacted log waits for streamed snapshot
-        // transfer, which is not built yet.
-        debug_assert!(ready.snapshot().is_empty(), "no snapshot is ever sent");
+        // RaftStore never offers a snapshot, so none is ever sent; one that
+        // arrived anyway (from a server of another version) must stop this
+        // server rather than let raft skip state the tree does not have.
+        if !ready.snapshot().is_empty() {
+            return Err(Error::UnexpectedSnapshot {
+                index: ready.snapshot().get_metadata().index,
+            });
+        }
         for state in ready.take_read_states() {
             self.answer_read(&state.request_ctx, Some(state.index));
         }
