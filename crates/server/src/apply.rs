@@ -133,6 +133,7 @@ impl ApplyLoop {
         if let Some(zxid) = last_txn {
             published.last_zxid = zxid;
         }
+        self.shared.applied.send_replace(applied_index);
         if events.is_empty() {
             return;
         }

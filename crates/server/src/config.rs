@@ -42,8 +42,62 @@ pub struct ServerConfig {
     pub jaas_config: Option<PathBuf>,
     pub container_check_interval_ms: u64,
     pub container_max_never_used_interval_ms: i64,
+    /// The ensemble (`server.N=...` lines), in id order; empty when
+    /// standalone.
+    pub servers: Vec<ServerSpec>,
     /// Keys we read but do not act on, reported once at start-up.
     pub ignored_keys: Vec<String>,
+}
+
+/// One `server.N=host:peerPort:electionPort[:participant|:observer][;[clientAddress:]clientPort]` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    /// `N`, the server's `myid`.
+    pub id: u64,
+    pub host: String,
+    /// Where this server's peers reach it: raft traffic, all of it. The
+    /// election port is accepted for compatibility and not used, because
+    /// raft elects its leader over the same connections.
+    pub peer_port: u16,
+    pub election_port: u16,
+    pub observer: bool,
+    pub client_port: Option<u16>,
+}
+
+impl ServerSpec {
+    /// Parses the value of a `server.N` key.
+    pub fn parse(id: u64, value: &str) -> Result<Self, String> {
+        let (addresses, client) = match value.split_once(';') {
+            Some((addresses, client)) => (addresses, Some(client.trim())),
+            None => (value, None),
+        };
+        let parts: Vec<&str> = addresses.trim().split(':').collect();
+        let (host, peer, election, role) = match parts.as_slice() {
+            [host, peer, election] => (*host, *peer, *election, "participant"),
+            [host, peer, election, role] => (*host, *peer, *election, *role),
+            _ => return Err("expected host:peerPort:electionPort[:participant|:observer]".into()),
+        };
+        let port = |p: &str, what: &str| {
+            p.parse::<u16>()
+                .map_err(|_| format!("{what} {p:?} is not a port number"))
+        };
+        let observer = match role {
+            "participant" => false,
+            "observer" => true,
+            other => return Err(format!("role {other:?} must be participant or observer")),
+        };
+        let client_port = client
+            .map(|c| port(c.rsplit(':').next().unwrap_or(c), "client port"))
+            .transpose()?;
+        Ok(Self {
+            id,
+            host: host.to_string(),
+            peer_port: port(peer, "peer port")?,
+            election_port: port(election, "election port")?,
+            observer,
+            client_port,
+        })
+    }
 }
 
 impl Default for ServerConfig {
@@ -67,6 +121,7 @@ impl Default for ServerConfig {
             jaas_config: None,
             container_check_interval_ms: 60_000,
             container_max_never_used_interval_ms: 0,
+            servers: Vec::new(),
             ignored_keys: Vec::new(),
         }
     }
@@ -176,8 +231,29 @@ impl ServerConfig {
                 "znode.container.maxNeverUsedIntervalMs" => {
                     config.container_max_never_used_interval_ms = number(raw_key, value)?
                 }
-                _ => config.ignored_keys.push(raw_key.clone()),
+                _ => match key.strip_prefix("server.").map(str::parse::<u64>) {
+                    Some(Ok(id)) => config.servers.push(
+                        ServerSpec::parse(id, value)
+                            .map_err(|reason| invalid(raw_key, value, reason))?,
+                    ),
+                    Some(Err(_)) => {
+                        return Err(invalid(
+                            raw_key,
+                            value,
+                            "the server id after `server.` must be a number",
+                        ))
+                    }
+                    None => config.ignored_keys.push(raw_key.clone()),
+                },
             }
+        }
+        config.servers.sort_by_key(|s| s.id);
+        if !config.servers.is_empty() && config.servers.iter().all(|s| s.observer) {
+            return Err(invalid(
+                "server.N",
+                "",
+                "an ensemble needs at least one participant",
+            ));
         }
         config.data_log_dir = data_log_dir.unwrap_or_else(|| config.data_dir.clone());
         if config.tick_time_ms == 0 {
@@ -224,6 +300,37 @@ impl ServerConfig {
         let min = self.min_session_timeout_ms as i32;
         let max = self.max_session_timeout_ms as i32;
         requested_ms.clamp(min, max)
+    }
+
+    /// This server's id: ZooKeeper's `myid` file in the data directory.
+    /// Standalone servers have none and use 1.
+    pub fn my_id(&self) -> Result<u64, ConfigError> {
+        if self.servers.is_empty() {
+            return Ok(1);
+        }
+        let path = self.data_dir.join("myid");
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let id: u64 = text.trim().parse().map_err(|_| {
+            invalid(
+                "myid",
+                text.trim(),
+                format!(
+                    "{} must hold this server's number from a server.N line",
+                    path.display()
+                ),
+            )
+        })?;
+        if !self.servers.iter().any(|s| s.id == id) {
+            return Err(invalid(
+                "myid",
+                &id.to_string(),
+                "no server.N line has this id; add one or fix the myid file",
+            ));
+        }
+        Ok(id)
     }
 
     /// Snapshots kept on disk: `autopurge.snapRetainCount`, at least 3 as
@@ -293,6 +400,31 @@ mod tests {
         assert_eq!(c.ignored_keys, vec!["something.unknown".to_string()]);
         assert_eq!(c.negotiate_session_timeout(50), 200);
         assert_eq!(c.negotiate_session_timeout(100_000), 2000);
+    }
+
+    #[test]
+    fn reads_server_lines_as_zookeeper_writes_them() {
+        let c = config(
+            "server.2=10.0.0.2:2888:3888\nserver.1=10.0.0.1:2888:3888:participant;2181\n\
+             server.3=10.0.0.3:2889:3889:observer;0.0.0.0:2183\n",
+        )
+        .unwrap();
+        assert_eq!(
+            c.servers.iter().map(|s| s.id).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(c.servers[0].client_port, Some(2181));
+        assert!(!c.servers[1].observer && c.servers[2].observer);
+        assert_eq!(c.servers[2].client_port, Some(2183));
+        assert_eq!(c.servers[2].peer_port, 2889);
+        for bad in [
+            "server.1=host:1",
+            "server.x=a:1:2",
+            "server.1=a:1:2:boss",
+            "server.1=a:1:2:observer",
+        ] {
+            assert!(config(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -118,6 +118,12 @@ async fn run(
         return Ok(());
     }
 
+    if !shared.is_serving() {
+        // Like ZooKeeper before it has joined a quorum: no sessions yet;
+        // the client tries another server or again later.
+        tracing::debug!(%remote, "closing a client connection: not serving yet");
+        return Ok(());
+    }
     let max_frame = shared.config.jute_max_buffer;
     let Some(frame) = tokio::time::timeout(
         handshake_timeout,
@@ -229,6 +235,10 @@ async fn establish(
                     Duration::from_millis(timeout_ms as u64),
                     Instant::now(),
                 );
+                if let Some((ensemble, network)) = &shared.peers {
+                    let moved = crate::ensemble::PeerNote::SessionMoved(connect.session_id);
+                    crate::ensemble::broadcast(network, ensemble, &moved);
+                }
                 (connect.session_id, password)
             }
             _ => {
@@ -452,6 +462,11 @@ fn schedule(
             order.reads_waiting.fetch_add(1, Ordering::AcqRel);
             Step::Read { xid, request, auth }
         }
+        Step::Sync { .. } => {
+            // Later reads must wait for the sync, as for a write.
+            order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
+            step
+        }
         other => other,
     }
 }
@@ -490,6 +505,36 @@ fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
         }
     }
     ids
+}
+
+enum SyncAnswer {
+    Synced,
+    /// The leader could not confirm the read index: close, so the client
+    /// sees ConnectionLoss and retries.
+    Lost,
+    Cancelled,
+}
+
+async fn await_sync(
+    shared: &Shared,
+    token: &CancellationToken,
+    read_index: tokio::sync::oneshot::Receiver<Option<u64>>,
+) -> SyncAnswer {
+    // Cancel safety: both waits only observe; nothing is lost by stopping.
+    let index = tokio::select! {
+        index = read_index => index,
+        _ = token.cancelled() => return SyncAnswer::Cancelled,
+    };
+    let Ok(Some(index)) = index else {
+        return SyncAnswer::Lost;
+    };
+    let mut applied = shared.applied.subscribe();
+    tokio::select! {
+        caught_up = applied.wait_for(|&applied| applied >= index) => {
+            if caught_up.is_ok() { SyncAnswer::Synced } else { SyncAnswer::Lost }
+        }
+        _ = token.cancelled() => SyncAnswer::Cancelled,
+    }
 }
 
 enum WriteAnswer {
@@ -602,6 +647,15 @@ async fn write_loop(
                             WriteAnswer::Cancelled => break,
                         }
                     }
+                    Step::Sync { xid, path, read_index } => {
+                        let synced = await_sync(&shared, &token, read_index).await;
+                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+                        match synced {
+                            SyncAnswer::Synced => Some(pipeline::sync_reply(&shared, xid, path)),
+                            SyncAnswer::Lost => { close = true; None }
+                            SyncAnswer::Cancelled => break,
+                        }
+                    }
                     Step::Read { xid, request, auth } => {
                         let answer = answer_read(&shared, &session, &handle, &auth, xid, request);
                         order.reads_waiting.fetch_sub(1, Ordering::AcqRel);
@@ -658,7 +712,7 @@ async fn write_loop(
                     out.extend_from_slice(&pipeline::write_reply(xid, &shape, committed));
                 }
             }
-            Step::Write { .. } | Step::Read { .. } | Step::Close => break,
+            Step::Write { .. } | Step::Read { .. } | Step::Sync { .. } | Step::Close => break,
         }
     }
     if !out.is_empty() {

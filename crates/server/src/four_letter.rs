@@ -25,6 +25,13 @@ pub fn answer(shared: &Shared, word: &str, asker: SocketAddr) -> String {
     if word != "srvr" && !shared.config.four_letter_word_enabled(word) {
         return format!("{word} is not executed because it is not in the whitelist.\n");
     }
+    let serving_only = matches!(
+        word,
+        "srvr" | "stat" | "mntr" | "cons" | "wchs" | "wchc" | "wchp" | "dump"
+    );
+    if serving_only && !shared.is_serving() {
+        return "This ZooKeeper instance is not currently serving requests\n".to_string();
+    }
     match word {
         "ruok" => "imok".to_string(),
         "isro" => "rw".to_string(),
@@ -51,8 +58,11 @@ pub fn answer(shared: &Shared, word: &str, asker: SocketAddr) -> String {
 }
 
 fn mode(shared: &Shared) -> &'static str {
-    if shared.is_standalone() {
+    let Some((ensemble, _)) = &shared.peers else {
         return "standalone";
+    };
+    if ensemble.is_observer() {
+        return "observer";
     }
     match shared.consensus.status().role() {
         Role::Leader => "leader",

@@ -8,6 +8,8 @@
 //! - `apply`: committed txns into tree versions, watch events, snapshots.
 //! - `shared`: state all tasks share, and its locking rule.
 //! - `session`: session liveness and ids; `auth`, `sasl`: identities.
+//! - `ensemble`: the servers of an ensemble and what they tell each other
+//!   outside the log.
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
 //! - `four_letter`: `ruok`, `srvr`, `mntr` and the rest.
 //! - `config`: `zoo.cfg`.
@@ -17,6 +19,7 @@ mod apply;
 mod auth;
 mod config;
 mod connection;
+mod ensemble;
 mod four_letter;
 mod pipeline;
 mod reply;
@@ -28,5 +31,5 @@ mod shared;
 mod stats;
 mod watch;
 
-pub use config::{parse_properties, ConfigError, ServerConfig};
+pub use config::{parse_properties, ConfigError, ServerConfig, ServerSpec};
 pub use server::{run, ServerError};

@@ -56,6 +56,13 @@ pub enum Step {
         committed: oneshot::Receiver<Committed>,
         received: Instant,
     },
+    /// A `sync`: answered once this server has applied everything the
+    /// leader had committed when it arrived (raft's read index).
+    Sync {
+        xid: i32,
+        path: String,
+        read_index: oneshot::Receiver<Option<u64>>,
+    },
     /// A read that waits for the session's earlier writes.
     Read {
         xid: i32,
@@ -175,7 +182,6 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
         | Request::GetEphemerals(_)
         | Request::GetAllChildrenNumber(_)
         | Request::MultiRead(_)
-        | Request::Sync(_)
         | Request::WhoAmI
         | Request::AddWatch(_)
         | Request::RemoveWatches(_)
@@ -186,6 +192,19 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             request,
             auth: session.auth.clone(),
         },
+        Request::Sync(req) => {
+            let (answer, read_index) = oneshot::channel();
+            // A stopped consensus drops the callback: the sync is lost and
+            // the connection closes, as for a lost write.
+            let _ = shared.consensus.read_index(Box::new(move |index| {
+                let _ = answer.send(index);
+            }));
+            Step::Sync {
+                xid,
+                path: req.path,
+                read_index,
+            }
+        }
         Request::Reconfig(_) => refuse_write(ErrorCode::ReconfigDisabled),
         // A bare `check` is not a request ZooKeeper 3.9 serves outside a
         // multi; auth and SASL reach here only if the connection did not
@@ -349,6 +368,11 @@ fn multi_ops(
     Ok((txn_ops, shapes))
 }
 
+/// The reply to a `sync` whose read index this server has applied.
+pub fn sync_reply(shared: &Shared, xid: i32, path: String) -> Bytes {
+    reply::with_body(xid, shared.last_zxid(), &SyncResponse { path })
+}
+
 /// The reply to an applied write.
 pub fn write_reply(xid: i32, shape: &ReplyShape, committed: Committed) -> Bytes {
     let zxid = committed.zxid;
@@ -481,7 +505,6 @@ pub fn answer_read(
                 .collect();
             reply::with_body(xid, zxid, &MultiResponse(results))
         }
-        Request::Sync(req) => reply::with_body(xid, zxid, &SyncResponse { path: req.path }),
         Request::WhoAmI => {
             let client_info = auth
                 .iter()

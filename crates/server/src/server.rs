@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consensus::{Consensus, Role, Snapshots};
+use consensus::{Consensus, Inbound, Role, Snapshots, Transport, TransportConfig};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tree::{DataTree, Txn, TxnOp};
 
 use crate::apply::{ApplyError, ApplyLoop};
-use crate::config::ServerConfig;
+use crate::config::{ConfigError, ServerConfig};
+use crate::ensemble::{Ensemble, PeerNetwork, PeerNote};
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::stats::Stats;
@@ -57,6 +58,8 @@ pub enum ServerError {
     #[error("cannot load the newest snapshot: {0}")]
     Snapshot(String),
     #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
     Consensus(#[from] consensus::Error),
     #[error(transparent)]
     Apply(#[from] ApplyError),
@@ -65,20 +68,15 @@ pub enum ServerError {
 }
 
 /// Runs a server until `shutdown` completes or a fatal error occurs.
-/// `on_listening` is told the bound address once clients can connect.
+/// `on_listening` is told the bound address once the port is open (it
+/// answers four-letter words at once, sessions once caught up).
 pub async fn run(
     config: ServerConfig,
     on_listening: impl FnOnce(SocketAddr),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    let snapshot_dir = config.data_dir.join("version-paddock").join("snapshots");
-    let log_dir = config.data_log_dir.join("version-paddock").join("log");
-    for dir in [&snapshot_dir, &log_dir] {
-        std::fs::create_dir_all(dir).map_err(|source| ServerError::DataDir {
-            path: dir.clone(),
-            source,
-        })?;
-    }
+    let started = Instant::now();
+    let (snapshot_dir, log_dir) = data_dirs(&config)?;
     let sasl_users = match &config.jaas_config {
         Some(path) => crate::sasl::read_jaas_users(path).map_err(|source| ServerError::Jaas {
             path: path.clone(),
@@ -89,47 +87,41 @@ pub async fn run(
     if !config.ignored_keys.is_empty() {
         tracing::info!(keys = ?config.ignored_keys, "configuration keys this server does not use");
     }
-
-    let started = Instant::now();
+    let ensemble = Ensemble::from_config(&config)?;
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
-    let (tree, snapshot_meta) = match snapshots.latest()? {
-        Some((meta, mut reader)) => {
-            let tree = DataTree::read_snapshot(&mut reader)
-                .map_err(|e| ServerError::Snapshot(e.to_string()))?;
-            tracing::info!(
-                zxid = meta.index,
-                nodes = tree.node_count(),
-                "loaded snapshot"
-            );
-            (tree, Some(meta))
-        }
-        None => (DataTree::new(), None),
-    };
-    let server_id = 1;
-    let voters = vec![server_id];
+    let (tree, snapshot_meta) = load_snapshot(&snapshots)?;
+
+    let server_id = ensemble.as_ref().map_or(1, |e| e.my_id);
+    let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
+        (e.voters.clone(), e.learners.clone())
+    });
+    let network = ensemble.as_ref().map(|_| Arc::new(PeerNetwork::default()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let consensus = Consensus::start(
         consensus::Config {
             id: server_id,
             voters: voters.clone(),
-            learners: Vec::new(),
+            learners,
             log_dir,
             tick: RAFT_TICK,
             election_ticks: ELECTION_TICKS,
         },
         snapshot_meta.as_ref(),
         committed_tx,
-        Arc::new(consensus::NoPeers),
+        match &network {
+            Some(network) => network.clone(),
+            None => Arc::new(consensus::NoPeers),
+        },
     )?;
 
+    let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
     let shared = Arc::new(Shared {
         server_id,
-        voters: voters.clone(),
         published: Mutex::new(Published {
             tree: tree.clone(),
             watches: WatchRegistry::default(),
-            last_zxid: snapshot_meta.as_ref().map_or(0, |m| m.index as i64),
-            applied_index: snapshot_meta.as_ref().map_or(0, |m| m.index),
+            last_zxid: applied_index as i64,
+            applied_index,
         }),
         sessions: SessionTracker::default(),
         session_ids: SessionIds::new(server_id, now_ms()),
@@ -139,8 +131,14 @@ pub async fn run(
         sockets_per_ip: Mutex::new(HashMap::new()),
         stats: Stats::default(),
         sasl_users,
+        peers: ensemble.zip(network),
+        serving: AtomicBool::new(false),
+        applied: tokio::sync::watch::channel(applied_index).0,
         config,
     });
+    if let Some((ensemble, network)) = &shared.peers {
+        start_peer_transport(&shared, ensemble, network).await?;
+    }
 
     let apply = ApplyLoop {
         shared: shared.clone(),
@@ -153,12 +151,160 @@ pub async fn run(
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 
+    let listener = listen(&shared).await?;
+    on_listening(
+        listener
+            .local_addr()
+            .unwrap_or_else(|_| client_addr(&shared)),
+    );
+    let acceptor = tokio::spawn(accept(shared.clone(), listener));
     tokio::select! {
-        result = &mut apply_task => return stopped(result),
+        result = &mut apply_task => {
+            acceptor.abort();
+            return stopped(result);
+        }
         () = caught_up(&shared) => {}
     }
-    // Sessions recovered from disk get a fresh full timeout, as after a
-    // leader change: their clients need time to come back.
+    start_serving(&shared, started);
+
+    let leader_duties = tokio::spawn(leader_duties(shared.clone()));
+    let result = tokio::select! {
+        result = &mut apply_task => stopped(result),
+        () = shutdown => {
+            tracing::info!("shutting down: closing client connections (sessions live on)");
+            Ok(())
+        }
+    };
+    acceptor.abort();
+    leader_duties.abort();
+    for handle in shared.connections().values() {
+        handle.kill.cancel();
+    }
+    // The transport holds a consensus handle and consensus holds the
+    // transport: neither drop ends the other, so stop it explicitly.
+    if let Some(transport) = shared.peers.as_ref().and_then(|(_, n)| n.transport()) {
+        transport.shutdown().await;
+    }
+    result
+}
+
+fn data_dirs(config: &ServerConfig) -> Result<(PathBuf, PathBuf), ServerError> {
+    let snapshot_dir = config.data_dir.join("version-paddock").join("snapshots");
+    let log_dir = config.data_log_dir.join("version-paddock").join("log");
+    for dir in [&snapshot_dir, &log_dir] {
+        std::fs::create_dir_all(dir).map_err(|source| ServerError::DataDir {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    Ok((snapshot_dir, log_dir))
+}
+
+fn load_snapshot(
+    snapshots: &Snapshots,
+) -> Result<(DataTree, Option<consensus::SnapshotMeta>), ServerError> {
+    let Some((meta, mut reader)) = snapshots.latest()? else {
+        return Ok((DataTree::new(), None));
+    };
+    let tree =
+        DataTree::read_snapshot(&mut reader).map_err(|e| ServerError::Snapshot(e.to_string()))?;
+    tracing::info!(
+        zxid = meta.index,
+        nodes = tree.node_count(),
+        "loaded snapshot"
+    );
+    Ok((tree, Some(meta)))
+}
+
+/// Starts the peer transport: raft messages go to consensus, notes to
+/// [`handle_note`].
+async fn start_peer_transport(
+    shared: &Arc<Shared>,
+    ensemble: &Ensemble,
+    network: &PeerNetwork,
+) -> Result<(), ServerError> {
+    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let consensus = shared.consensus.clone();
+    let transport = Transport::start(
+        TransportConfig {
+            id: ensemble.my_id,
+            listen: ensemble.listen,
+            peers: ensemble.peers.clone(),
+            ..TransportConfig::default()
+        },
+        move |inbound| match inbound {
+            Inbound::Raft(message) => {
+                let _ = consensus.step(message);
+            }
+            Inbound::App { from, payload } => {
+                let _ = notes_tx.send((from, payload));
+            }
+        },
+    )
+    .await
+    .map_err(|source| ServerError::Listen {
+        addr: ensemble.listen,
+        source,
+    })?;
+    network.bind(transport);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        while let Some((from, payload)) = notes.recv().await {
+            match PeerNote::decode(payload) {
+                Some(note) => handle_note(&shared, note),
+                None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
+            }
+        }
+    });
+    tracing::info!(
+        id = ensemble.my_id,
+        listen = %ensemble.listen,
+        peers = ensemble.peers.len(),
+        "peer transport started"
+    );
+    Ok(())
+}
+
+fn handle_note(shared: &Shared, note: PeerNote) {
+    match note {
+        PeerNote::SessionsHeard(ids) => {
+            let now = Instant::now();
+            for id in ids {
+                shared.sessions.touch(id, now);
+            }
+        }
+        // The client resumed its session elsewhere: its connection here,
+        // if still open, must stop serving it.
+        PeerNote::SessionMoved(id) => {
+            if let Some(connection) = shared.sessions.owner(id) {
+                shared.sessions.release_ownership(id, connection);
+                shared.kill_connection(connection);
+            }
+        }
+    }
+}
+
+fn client_addr(shared: &Shared) -> SocketAddr {
+    SocketAddr::new(
+        shared
+            .config
+            .client_port_address
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+        shared.config.client_port,
+    )
+}
+
+async fn listen(shared: &Shared) -> Result<TcpListener, ServerError> {
+    let addr = client_addr(shared);
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Listen { addr, source })
+}
+
+/// Opens the door to sessions. Sessions recovered from disk get a fresh
+/// full timeout, as after a leader change: their clients need time to
+/// come back.
+fn start_serving(shared: &Shared, started: Instant) {
     let now = Instant::now();
     let recovered: Vec<(i64, i32)> = shared
         .published()
@@ -171,44 +317,17 @@ pub async fn run(
             .sessions
             .track(*id, Duration::from_millis(*timeout_ms as u64), now);
     }
+    shared
+        .serving
+        .store(true, std::sync::atomic::Ordering::Release);
     tracing::info!(
         zxid = format!("{:#x}", shared.last_zxid()),
         nodes = shared.published().tree.node_count(),
         sessions = recovered.len(),
         elapsed_ms = started.elapsed().as_millis() as u64,
-        "recovered"
+        bound = %client_addr(shared),
+        "serving clients"
     );
-
-    let addr = SocketAddr::new(
-        shared
-            .config
-            .client_port_address
-            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
-        shared.config.client_port,
-    );
-    let listener = TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError::Listen { addr, source })?;
-    let bound = listener.local_addr().unwrap_or(addr);
-    on_listening(bound);
-    tracing::info!(%bound, "serving clients");
-
-    let expiry = tokio::spawn(expire_sessions(shared.clone()));
-    let reaper = tokio::spawn(reap(shared.clone()));
-    let result = tokio::select! {
-        result = &mut apply_task => stopped(result),
-        () = accept(shared.clone(), listener) => Ok(()),
-        () = shutdown => {
-            tracing::info!("shutting down: closing client connections (sessions live on)");
-            Ok(())
-        }
-    };
-    expiry.abort();
-    reaper.abort();
-    for handle in shared.connections().values() {
-        handle.kill.cancel();
-    }
-    result
 }
 
 fn stopped(
@@ -221,16 +340,18 @@ fn stopped(
     }
 }
 
-/// Resolves once this server leads and has applied everything committed,
-/// including what it replayed from disk.
+/// Resolves once a leader is known and this server has applied everything
+/// it knows to be committed, including what it replayed from disk; a
+/// leader also waits until its own log is committed (its first entry of
+/// the term commits everything before it).
 async fn caught_up(shared: &Shared) {
     loop {
         let status = shared.consensus.status();
         let applied = shared.published().applied_index;
-        if status.role() == Role::Leader
-            && status.commit_index() >= status.last_index()
-            && applied >= status.commit_index()
-        {
+        let leader_known = status.leader_id() != 0;
+        let leader_done =
+            status.role() != Role::Leader || status.commit_index() >= status.last_index();
+        if leader_known && leader_done && applied >= status.commit_index() {
             return;
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -268,44 +389,80 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-/// Proposes `closeSession` for sessions whose clients fell silent.
-async fn expire_sessions(shared: Arc<Shared>) {
+/// What the leader does for the ensemble, and followers' part in it: the
+/// leader expires silent sessions and reaps containers and TTL nodes
+/// (through the log, so every server applies the same deletions); a
+/// follower reports the sessions it heard from to the leader.
+async fn leader_duties(shared: Arc<Shared>) {
     let period = Duration::from_millis(u64::from(shared.config.tick_time_ms).clamp(10, 1000) / 2);
+    let reap_every = Duration::from_millis(shared.config.container_check_interval_ms.max(10));
     let mut ticker = tokio::time::interval(period);
+    let mut was_leader = shared.is_leader();
+    let mut last_reap = Instant::now();
     loop {
         ticker.tick().await;
-        for session_id in shared.sessions.take_expired(Instant::now()) {
-            tracing::info!(session = format!("{session_id:#x}"), "session expired");
-            let txn = Txn {
-                time_ms: now_ms(),
-                session_id,
-                auth: Vec::new(),
-                op: TxnOp::CloseSession,
-            };
-            drop(shared.propose(&txn));
+        let is_leader = shared.is_leader();
+        if is_leader && !was_leader {
+            // A new leader cannot know when clients were last heard from.
+            tracing::info!("leading: every session gets a fresh full timeout");
+            shared.sessions.refresh_all(Instant::now());
         }
+        was_leader = is_leader;
+        if !is_leader {
+            report_sessions_heard(&shared);
+            continue;
+        }
+        expire_sessions(&shared);
+        if last_reap.elapsed() >= reap_every {
+            last_reap = Instant::now();
+            reap(&shared);
+        }
+    }
+}
+
+fn report_sessions_heard(shared: &Shared) {
+    let Some((_, network)) = &shared.peers else {
+        return;
+    };
+    let heard = shared.sessions.take_heard();
+    let leader = shared.consensus.status().leader_id();
+    if heard.is_empty() || leader == 0 {
+        return;
+    }
+    if let Some(transport) = network.transport() {
+        transport.send_app(leader, PeerNote::SessionsHeard(heard).encode());
+    }
+}
+
+/// Proposes `closeSession` for sessions whose clients fell silent.
+fn expire_sessions(shared: &Shared) {
+    shared.sessions.take_heard();
+    for session_id in shared.sessions.take_expired(Instant::now()) {
+        tracing::info!(session = format!("{session_id:#x}"), "session expired");
+        let txn = Txn {
+            time_ms: now_ms(),
+            session_id,
+            auth: Vec::new(),
+            op: TxnOp::CloseSession,
+        };
+        drop(shared.propose(&txn));
     }
 }
 
 /// Deletes empty containers and expired TTL nodes through the log, as
 /// ZooKeeper's `ContainerManager` does.
-async fn reap(shared: Arc<Shared>) {
-    let period = Duration::from_millis(shared.config.container_check_interval_ms.max(10));
-    let mut ticker = tokio::time::interval(period);
-    loop {
-        ticker.tick().await;
-        let candidates = shared
-            .published()
-            .tree
-            .reap_candidates(now_ms(), shared.config.container_max_never_used_interval_ms);
-        for path in candidates.into_iter().take(REAPS_PER_PASS_MAX) {
-            let txn = Txn {
-                time_ms: now_ms(),
-                session_id: 0,
-                auth: Vec::new(),
-                op: TxnOp::Reap { path },
-            };
-            drop(shared.propose(&txn));
-        }
+fn reap(shared: &Shared) {
+    let candidates = shared
+        .published()
+        .tree
+        .reap_candidates(now_ms(), shared.config.container_max_never_used_interval_ms);
+    for path in candidates.into_iter().take(REAPS_PER_PASS_MAX) {
+        let txn = Txn {
+            time_ms: now_ms(),
+            session_id: 0,
+            auth: Vec::new(),
+            op: TxnOp::Reap { path },
+        };
+        drop(shared.propose(&txn));
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Time is passed in, so expiry is tested without sleeping.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -24,6 +24,8 @@ struct Liveness {
 #[derive(Default)]
 pub struct SessionTracker {
     sessions: Mutex<HashMap<i64, Liveness>>,
+    /// Sessions heard from since the last report to the leader.
+    heard: Mutex<HashSet<i64>>,
 }
 
 impl SessionTracker {
@@ -42,6 +44,10 @@ impl SessionTracker {
 
     /// Records that the session's client was heard from.
     pub fn touch(&self, session_id: i64, now: Instant) {
+        self.heard
+            .lock()
+            .expect("session table poisoned")
+            .insert(session_id);
         if let Some(s) = self
             .sessions
             .lock()
@@ -64,6 +70,15 @@ impl SessionTracker {
         s.owner.replace(connection).filter(|&c| c != connection)
     }
 
+    /// The connection serving the session here, if any.
+    pub fn owner(&self, session_id: i64) -> Option<ConnectionId> {
+        self.sessions
+            .lock()
+            .expect("session table poisoned")
+            .get(&session_id)
+            .and_then(|s| s.owner)
+    }
+
     /// Called when a connection ends: its session lives on until it expires.
     pub fn release_ownership(&self, session_id: i64, connection: ConnectionId) {
         let mut sessions = self.sessions.lock().expect("session table poisoned");
@@ -71,6 +86,28 @@ impl SessionTracker {
             if s.owner == Some(connection) {
                 s.owner = None;
             }
+        }
+    }
+
+    /// Sessions heard from since the last call, for the leader.
+    pub fn take_heard(&self) -> Vec<i64> {
+        let mut heard = self.heard.lock().expect("session table poisoned");
+        let mut ids: Vec<i64> = heard.drain().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Gives every session a fresh full timeout: a new leader cannot know
+    /// when clients were last heard from elsewhere.
+    pub fn refresh_all(&self, now: Instant) {
+        for s in self
+            .sessions
+            .lock()
+            .expect("session table poisoned")
+            .values_mut()
+        {
+            s.last_heard = now;
+            s.closing = false;
         }
     }
 

@@ -98,8 +98,6 @@ impl Default for Activity {
 pub struct Shared {
     pub config: ServerConfig,
     pub server_id: u64,
-    /// Ids of the voting servers; one means standalone.
-    pub voters: Vec<u64>,
     pub published: Mutex<Published>,
     pub sessions: SessionTracker,
     pub session_ids: SessionIds,
@@ -112,6 +110,13 @@ pub struct Shared {
     pub stats: Stats,
     /// Users of the JAAS `Server` section: name -> password.
     pub sasl_users: HashMap<String, String>,
+    /// The ensemble and its peer network; `None` when standalone.
+    pub peers: crate::ensemble::Peers,
+    /// False until this server has caught up with the log: until then it
+    /// answers four-letter words only, as ZooKeeper does.
+    pub serving: std::sync::atomic::AtomicBool,
+    /// The log index of the last applied entry, for `sync` to wait on.
+    pub applied: tokio::sync::watch::Sender<u64>,
 }
 
 impl Shared {
@@ -124,7 +129,15 @@ impl Shared {
     }
 
     pub fn is_standalone(&self) -> bool {
-        self.voters.len() == 1
+        self.peers.is_none()
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.consensus.status().role() == consensus::Role::Leader
     }
 
     pub fn last_zxid(&self) -> i64 {

@@ -1,0 +1,189 @@
+//! What servers of an ensemble tell each other outside the log, over the
+//! peer transport: which sessions they have heard from (the leader alone
+//! expires sessions, so it must know about clients connected elsewhere),
+//! and that a session now lives on another server (whose old connection
+//! must close, as ZooKeeper's session-moved check ensures).
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::{Arc, OnceLock};
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use consensus::{Message, Network, Transport};
+
+use crate::config::{ConfigError, ServerConfig};
+
+/// The ensemble as this server sees it.
+#[derive(Debug, Clone)]
+pub struct Ensemble {
+    pub my_id: u64,
+    pub voters: Vec<u64>,
+    pub learners: Vec<u64>,
+    /// Where this server listens for its peers.
+    pub listen: SocketAddr,
+    /// Every other server's peer address.
+    pub peers: HashMap<u64, SocketAddr>,
+}
+
+impl Ensemble {
+    /// `None` for a standalone server.
+    pub fn from_config(config: &ServerConfig) -> Result<Option<Self>, ConfigError> {
+        if config.servers.is_empty() {
+            return Ok(None);
+        }
+        let my_id = config.my_id()?;
+        let mut peers = HashMap::new();
+        let mut listen = None;
+        for server in &config.servers {
+            let addr = (server.host.as_str(), server.peer_port)
+                .to_socket_addrs()
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .ok_or_else(|| ConfigError::Invalid {
+                    key: format!("server.{}", server.id),
+                    value: server.host.clone(),
+                    reason: "the host name does not resolve".into(),
+                })?;
+            if server.id == my_id {
+                listen = Some(addr);
+            } else {
+                peers.insert(server.id, addr);
+            }
+        }
+        let (observers, participants): (Vec<_>, Vec<_>) =
+            config.servers.iter().partition(|s| s.observer);
+        Ok(Some(Self {
+            my_id,
+            voters: participants.iter().map(|s| s.id).collect(),
+            learners: observers.iter().map(|s| s.id).collect(),
+            listen: listen.expect("my_id() checked that a server.N line has this id"),
+            peers,
+        }))
+    }
+
+    pub fn is_observer(&self) -> bool {
+        self.learners.contains(&self.my_id)
+    }
+}
+
+/// Raft's network over the peer transport, bound once the transport is up
+/// (the transport's inbound side needs the consensus handle first).
+/// Messages sent before that are dropped; raft sends again.
+#[derive(Default)]
+pub struct PeerNetwork {
+    transport: OnceLock<Transport>,
+}
+
+impl PeerNetwork {
+    pub fn bind(&self, transport: Transport) {
+        let _ = self.transport.set(transport);
+    }
+
+    pub fn transport(&self) -> Option<&Transport> {
+        self.transport.get()
+    }
+}
+
+impl Network for PeerNetwork {
+    fn send(&self, messages: Vec<Message>) -> Vec<u64> {
+        match self.transport.get() {
+            Some(transport) => transport.send_raft(messages),
+            None => {
+                let mut unreachable: Vec<u64> = messages.iter().map(|m| m.to).collect();
+                unreachable.sort_unstable();
+                unreachable.dedup();
+                unreachable
+            }
+        }
+    }
+}
+
+/// A note from one server to another, outside the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerNote {
+    /// Sessions whose clients this server heard from since its last report.
+    SessionsHeard(Vec<i64>),
+    /// A client resumed this session on the sending server.
+    SessionMoved(i64),
+}
+
+const NOTE_SESSIONS_HEARD: u8 = 1;
+const NOTE_SESSION_MOVED: u8 = 2;
+
+impl PeerNote {
+    pub fn encode(&self) -> Bytes {
+        let mut buf = BytesMut::new();
+        match self {
+            PeerNote::SessionsHeard(ids) => {
+                buf.put_u8(NOTE_SESSIONS_HEARD);
+                buf.put_u32(ids.len() as u32);
+                for id in ids {
+                    buf.put_i64(*id);
+                }
+            }
+            PeerNote::SessionMoved(id) => {
+                buf.put_u8(NOTE_SESSION_MOVED);
+                buf.put_i64(*id);
+            }
+        }
+        buf.freeze()
+    }
+
+    /// `None` for a note this version does not understand or a damaged one:
+    /// peers are servers, but a note is advisory and never worth a crash.
+    pub fn decode(mut bytes: Bytes) -> Option<Self> {
+        if bytes.is_empty() {
+            return None;
+        }
+        match bytes.get_u8() {
+            NOTE_SESSIONS_HEARD => {
+                if bytes.remaining() < 4 {
+                    return None;
+                }
+                let count = bytes.get_u32() as usize;
+                if bytes.remaining() != count.checked_mul(8)? {
+                    return None;
+                }
+                Some(PeerNote::SessionsHeard(
+                    (0..count).map(|_| bytes.get_i64()).collect(),
+                ))
+            }
+            NOTE_SESSION_MOVED if bytes.remaining() == 8 => {
+                Some(PeerNote::SessionMoved(bytes.get_i64()))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Shares `note` with every peer.
+pub fn broadcast(network: &PeerNetwork, ensemble: &Ensemble, note: &PeerNote) {
+    if let Some(transport) = network.transport() {
+        let payload = note.encode();
+        for &peer in ensemble.peers.keys() {
+            transport.send_app(peer, payload.clone());
+        }
+    }
+}
+
+/// Shared by the server: the ensemble and its network, if any.
+pub type Peers = Option<(Ensemble, Arc<PeerNetwork>)>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_round_trip_and_damage_is_ignored() {
+        for note in [
+            PeerNote::SessionsHeard(vec![1, -2, i64::MAX]),
+            PeerNote::SessionsHeard(vec![]),
+            PeerNote::SessionMoved(42),
+        ] {
+            assert_eq!(PeerNote::decode(note.encode()), Some(note));
+        }
+        assert_eq!(PeerNote::decode(Bytes::from_static(&[1, 0, 0, 0, 9])), None);
+        assert_eq!(PeerNote::decode(Bytes::from_static(&[9])), None);
+        assert_eq!(PeerNote::decode(Bytes::new()), None);
+    }
+}
