@@ -1,5 +1,7 @@
 //! The `paddock` binary: argument parsing and wiring only.
 
+mod cluster;
+
 use std::net::IpAddr;
 use std::path::PathBuf;
 
@@ -23,6 +25,9 @@ enum Command {
     /// Run a server. With no options: standalone on port 2181, data in
     /// ./paddock-data.
     Serve(ServeArgs),
+    /// Run a local ensemble on loopback ports (one process per server) and
+    /// print its connect string; Ctrl-C stops it.
+    Cluster(cluster::ClusterArgs),
 }
 
 #[derive(clap::Args)]
@@ -59,6 +64,7 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve(args),
+        Command::Cluster(args) => cluster::run(args, wait_for_shutdown),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -103,6 +109,17 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .context("the server stopped")
     })
+}
+
+/// Blocks until Ctrl-C or SIGTERM.
+fn wait_for_shutdown() {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(shutdown_signal()),
+        Err(error) => eprintln!("paddock: cannot wait for signals ({error}); stopping"),
+    }
 }
 
 async fn shutdown_signal() {
