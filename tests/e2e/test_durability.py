@@ -23,7 +23,9 @@ def wal_segments(server):
 
 
 def snapshots(server):
-    return sorted((server.data_dir / "version-paddock" / "snapshots").glob("*"))
+    """Finished snapshots: a `.tmp` file is one being written right now."""
+    directory = server.data_dir / "version-paddock" / "snapshots"
+    return sorted(p for p in directory.glob("*") if p.suffix != ".tmp")
 
 
 def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
