@@ -7,6 +7,7 @@
 //! those, and is trimmed by whole segments after each snapshot.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
 use raft::storage::MemStorage;
@@ -21,6 +22,8 @@ pub(crate) struct DurableLog {
     dir: PathBuf,
     wal: Wal,
     mem: MemStorage,
+    /// The newest durable snapshot, which raft may send to a follower.
+    latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
     /// Reused encoding buffer, so persisting a batch allocates nothing new.
     scratch: Vec<u8>,
 }
@@ -45,6 +48,8 @@ impl DurableLog {
 
         let mut entries: Vec<Entry> = Vec::new();
         let mut hard_state = HardState::default();
+        // Entries start after the newest snapshot the state machine holds.
+        let mut snapshot_index = snapshot_index;
         for rec in records {
             let decoded = record::decode(&rec.payload).map_err(|reason| Error::BadRecord {
                 dir: dir.to_path_buf(),
@@ -53,6 +58,12 @@ impl DurableLog {
             })?;
             match decoded {
                 LogRecord::HardState(hs) => hard_state = hs,
+                // What came before a received snapshot is superseded by it;
+                // the snapshot itself is the one we were given.
+                LogRecord::SnapshotMark { index } => {
+                    entries.clear();
+                    snapshot_index = snapshot_index.max(index);
+                }
                 LogRecord::Entry(entry) if entry.index <= snapshot_index => {}
                 LogRecord::Entry(entry) => {
                     // A later record for an index already seen is raft
@@ -85,13 +96,29 @@ impl DurableLog {
             dir: dir.to_path_buf(),
             wal,
             mem,
+            latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),
             scratch: Vec::new(),
         })
     }
 
+    /// Installs a snapshot received from the leader (already durable in the
+    /// snapshot directory): the log restarts after it.
+    pub(crate) fn install_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), Error> {
+        self.scratch.clear();
+        record::encode_snapshot_mark(meta.index, &mut self.scratch);
+        self.wal.append(&[(meta.index, &self.scratch[..])])?;
+        self.wal.sync()?;
+        self.mem.wl().apply_snapshot(meta.to_raft())?;
+        *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(meta.clone());
+        Ok(())
+    }
+
     /// What raft reads from; cheap to clone (it shares the core).
     pub(crate) fn raft_storage(&self) -> RaftStore {
-        RaftStore(self.mem.clone())
+        RaftStore {
+            mem: self.mem.clone(),
+            latest_snapshot: self.latest_snapshot.clone(),
+        }
     }
 
     /// Makes `entries` and `hard_state` durable with one sync, then exposes
@@ -140,15 +167,18 @@ impl DurableLog {
         self.mem.wl().mut_hard_state().commit = commit;
     }
 
-    /// Forgets what a durable snapshot at `index` covers: entries before it
-    /// in memory, whole WAL segments up to it on disk. The current hard
-    /// state is written again so that trimming never loses the vote.
-    pub(crate) fn compact(&mut self, index: u64) -> Result<(), Error> {
+    /// Forgets what a durable snapshot covers: entries before it in
+    /// memory, whole WAL segments up to it on disk; raft may now send it to
+    /// followers behind it. The current hard state is written again so that
+    /// trimming never loses the vote.
+    pub(crate) fn compact(&mut self, snapshot: SnapshotMeta) -> Result<(), Error> {
+        let index = snapshot.index;
         let first = self.mem.first_index()?;
         let last = self.mem.last_index()?;
         if index < first || index > last {
             return Ok(());
         }
+        *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
         self.mem.wl().compact(index)?;
         self.wal.release_through(index.saturating_sub(1))?;
         let hard_state = self.mem.rl().hard_state().clone();
@@ -160,17 +190,19 @@ impl DurableLog {
     }
 }
 
-/// Raft's view of the log: `MemStorage`, except that it never offers a
-/// snapshot. MemStorage would describe one with no data, and a follower
-/// sent it would believe it holds state its tree does not: a silent
-/// divergence. Until snapshots are streamed from disk, a leader keeps
-/// retrying the log instead, and a follower behind its compaction waits.
+/// Raft's view of the log: `MemStorage`, except for snapshots. MemStorage
+/// would describe one at its commit index with no data; ours describes the
+/// newest snapshot on disk, whose bytes the server streams to the follower
+/// before raft's message announcing it.
 #[derive(Clone)]
-pub(crate) struct RaftStore(MemStorage);
+pub(crate) struct RaftStore {
+    mem: MemStorage,
+    latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
+}
 
 impl raft::Storage for RaftStore {
     fn initial_state(&self) -> raft::Result<raft::RaftState> {
-        self.0.initial_state()
+        self.mem.initial_state()
     }
 
     fn entries(
@@ -180,25 +212,28 @@ impl raft::Storage for RaftStore {
         max_size: impl Into<Option<u64>>,
         context: raft::GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        self.0.entries(low, high, max_size, context)
+        self.mem.entries(low, high, max_size, context)
     }
 
     fn term(&self, index: u64) -> raft::Result<u64> {
-        self.0.term(index)
+        self.mem.term(index)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        self.0.first_index()
+        self.mem.first_index()
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        self.0.last_index()
+        self.mem.last_index()
     }
 
-    fn snapshot(&self, _request_index: u64, _to: u64) -> raft::Result<raft::prelude::Snapshot> {
-        Err(raft::Error::Store(
-            raft::StorageError::SnapshotTemporarilyUnavailable,
-        ))
+    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<raft::prelude::Snapshot> {
+        match &*self.latest_snapshot.lock().expect("snapshot meta poisoned") {
+            Some(meta) if meta.index >= request_index => Ok(meta.to_raft()),
+            _ => Err(raft::Error::Store(
+                raft::StorageError::SnapshotTemporarilyUnavailable,
+            )),
+        }
     }
 }
 
@@ -236,7 +271,7 @@ mod tests {
             .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage().0;
+        let mem = log.raft_storage().mem;
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
         let entries = mem
@@ -259,7 +294,7 @@ mod tests {
                 .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage().0;
+        let mem = log.raft_storage().mem;
         assert_eq!(mem.last_index().unwrap(), 2);
         assert_eq!(mem.term(2).unwrap(), 2);
     }
@@ -271,7 +306,13 @@ mod tests {
             let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
             let batch: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"x")).collect();
             log.persist(&batch, Some(&hard_state(1, 1, 10))).unwrap();
-            log.compact(6).unwrap();
+            log.compact(SnapshotMeta {
+                index: 6,
+                term: 1,
+                voters: vec![1],
+                learners: vec![],
+            })
+            .unwrap();
         }
         let meta = SnapshotMeta {
             index: 6,
@@ -280,7 +321,7 @@ mod tests {
             learners: vec![],
         };
         let log = DurableLog::open(dir.path(), &[1], &[], Some(&meta)).unwrap();
-        let mem = log.raft_storage().0;
+        let mem = log.raft_storage().mem;
         assert_eq!(mem.first_index().unwrap(), 7);
         assert_eq!(mem.last_index().unwrap(), 10);
         assert_eq!(mem.rl().hard_state().commit, 10);

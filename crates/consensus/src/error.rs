@@ -20,8 +20,6 @@ pub enum Error {
     },
     #[error("snapshot header is damaged: {0}")]
     BadSnapshotHeader(String),
-    #[error("received a raft snapshot at index {index}, but snapshot transfer is not supported by this version; wipe this server's data directory (keeping myid) only once the leader's log reaches back far enough, or upgrade")]
-    UnexpectedSnapshot { index: u64 },
     #[error("raft: {0}")]
     Raft(#[from] raft::Error),
     #[error("the consensus thread has stopped")]

@@ -25,9 +25,11 @@ mod status;
 mod transport;
 
 pub use error::Error;
-pub use node::{CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback};
+pub use node::{
+    Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
+};
 /// Raft's message, as a [`Network`] carries it.
-pub use raft::prelude::Message;
+pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
 pub use transport::{

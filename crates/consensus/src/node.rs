@@ -45,7 +45,18 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// it was for are returned so raft can be told they are unreachable.
 pub trait Network: Send + Sync + 'static {
     fn send(&self, messages: Vec<Message>) -> Vec<u64>;
+
+    /// Sends a snapshot: the bytes of the snapshot file the message names,
+    /// then the message itself. `done` is told whether it was sent, so raft
+    /// knows to resume replication or to try again.
+    fn send_snapshot(&self, message: Message, done: SnapshotSent) {
+        let _ = message;
+        done(false);
+    }
 }
+
+/// Told whether a snapshot reached its follower.
+pub type SnapshotSent = Box<dyn FnOnce(bool) + Send>;
 
 /// The network of a group of one: there is nobody to talk to.
 pub struct NoPeers;
@@ -74,6 +85,15 @@ pub struct Config {
     pub election_ticks: usize,
 }
 
+/// What the state machine is handed, in log order.
+pub enum Applying<W> {
+    /// Entries the group committed.
+    Entries(Vec<CommittedEntry<W>>),
+    /// A snapshot from the leader replaced the log up to its index: load it
+    /// from the snapshot directory, where it is already durable.
+    Restore(SnapshotMeta),
+}
+
 /// An entry the group has committed, in log order, with the waiter of the
 /// proposal that produced it when that proposal was made on this server.
 pub struct CommittedEntry<W> {
@@ -93,13 +113,16 @@ enum Command<W> {
     Propose { data: Vec<u8>, waiter: W },
     ReadIndex { callback: ReadIndexCallback },
     Step(Message),
-    Compact { index: u64 },
+    Compact { snapshot: SnapshotMeta },
+    SnapshotReport { to: u64, sent: bool },
+    Stop,
 }
 
 /// The handle the server holds. Cloning shares the same thread.
 pub struct Consensus<W> {
     commands: mpsc::Sender<Command<W>>,
     status: Arc<Status>,
+    thread: Arc<std::sync::Mutex<Option<thread::JoinHandle<()>>>>,
 }
 
 impl<W> Clone for Consensus<W> {
@@ -107,6 +130,7 @@ impl<W> Clone for Consensus<W> {
         Self {
             commands: self.commands.clone(),
             status: self.status.clone(),
+            thread: self.thread.clone(),
         }
     }
 }
@@ -122,7 +146,7 @@ impl<W: Send + 'static> Consensus<W> {
     pub fn start(
         config: Config,
         snapshot: Option<&SnapshotMeta>,
-        committed: UnboundedSender<Vec<CommittedEntry<W>>>,
+        committed: UnboundedSender<Applying<W>>,
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
         let log = DurableLog::open(&config.log_dir, &config.voters, &config.learners, snapshot)?;
@@ -154,6 +178,7 @@ impl<W: Send + 'static> Consensus<W> {
             inbox,
             committed,
             network,
+            commands: commands.clone(),
             next_sequence: 1,
             pending: BTreeMap::new(),
             next_read: 1,
@@ -161,10 +186,13 @@ impl<W: Send + 'static> Consensus<W> {
             status: status.clone(),
             tick: config.tick,
         };
-        thread::Builder::new()
+        let thread = thread::Builder::new()
             .name("consensus".into())
             .spawn(move || {
                 if let Err(error) = driver.run() {
+                    if matches!(error, Error::Stopped) {
+                        return;
+                    }
                     tracing::error!(
                         "the replicated log in {} failed and this server must stop: {error}",
                         driver.log.dir().display()
@@ -177,7 +205,23 @@ impl<W: Send + 'static> Consensus<W> {
                     source: e,
                 })
             })?;
-        Ok(Self { commands, status })
+        Ok(Self {
+            commands,
+            status,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        })
+    }
+
+    /// Stops the thread after the batch it is handling (everything it
+    /// acknowledged is already synced) and waits for it, so the log's files
+    /// are closed when this returns. Later calls on any handle fail with
+    /// `Stopped`.
+    pub fn shutdown(&self) {
+        let _ = self.commands.send(Command::Stop);
+        let thread = self.thread.lock().expect("thread handle poisoned").take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 
     /// Proposes `data`. Its `waiter` comes back with the committed entry,
@@ -197,9 +241,10 @@ impl<W: Send + 'static> Consensus<W> {
         self.send(Command::Step(message))
     }
 
-    /// Tells the log that a durable snapshot covers everything up to `index`.
-    pub fn compact(&self, index: u64) -> Result<(), Error> {
-        self.send(Command::Compact { index })
+    /// Tells the log that `snapshot` is durable: what it covers may be
+    /// forgotten, and followers behind it may be sent it.
+    pub fn compact(&self, snapshot: SnapshotMeta) -> Result<(), Error> {
+        self.send(Command::Compact { snapshot })
     }
 
     pub fn status(&self) -> &Status {
@@ -216,8 +261,12 @@ struct Driver<W> {
     raw: RawNode<RaftStore>,
     log: DurableLog,
     inbox: mpsc::Receiver<Command<W>>,
-    committed: UnboundedSender<Vec<CommittedEntry<W>>>,
+    committed: UnboundedSender<Applying<W>>,
     network: Arc<dyn Network>,
+    /// For snapshot reports, which arrive from the network's tasks. It
+    /// keeps the channel open, so the loop ends when the state machine's
+    /// receiver closes.
+    commands: mpsc::Sender<Command<W>>,
     /// Sequence number for this server's next proposal.
     next_sequence: u64,
     /// Proposals made here and not yet committed, by sequence number.
@@ -229,7 +278,7 @@ struct Driver<W> {
     tick: Duration,
 }
 
-impl<W> Driver<W> {
+impl<W: Send + 'static> Driver<W> {
     fn run(&mut self) -> Result<(), Error> {
         let mut next_tick = Instant::now() + self.tick;
         loop {
@@ -284,11 +333,31 @@ impl<W> Driver<W> {
             }
             // A message for an old term or from a removed peer is raft's to
             // ignore; an error here is never a reason to stop.
-            Command::Step(message) => {
+            Command::Step(mut message) => {
+                // A leader's heartbeat commits up to what it believes this
+                // server holds. A server that lost its data (its directory
+                // was wiped to rejoin) holds less, and raft would panic on
+                // committing entries it does not have: commit only what is
+                // here, as raft itself does for appends. The leader's next
+                // append is then rejected and it backs off to a snapshot.
+                if message.get_msg_type() == raft::prelude::MessageType::MsgHeartbeat {
+                    let last = self.raw.raft.raft_log.last_index();
+                    message.commit = message.commit.min(last);
+                }
                 let _ = self.raw.step(message);
                 Ok(())
             }
-            Command::Compact { index } => self.log.compact(index),
+            Command::Compact { snapshot } => self.log.compact(snapshot),
+            Command::Stop => Err(Error::Stopped),
+            Command::SnapshotReport { to, sent } => {
+                let status = if sent {
+                    raft::SnapshotStatus::Finish
+                } else {
+                    raft::SnapshotStatus::Failure
+                };
+                self.raw.report_snapshot(to, status);
+                Ok(())
+            }
         }
     }
 
@@ -299,13 +368,12 @@ impl<W> Driver<W> {
         let mut ready = self.raw.ready();
         // A leader's appends and heartbeats may go out before it persists.
         self.send(ready.take_messages());
-        // RaftStore never offers a snapshot, so none is ever sent; one that
-        // arrived anyway (from a server of another version) must stop this
-        // server rather than let raft skip state the tree does not have.
         if !ready.snapshot().is_empty() {
-            return Err(Error::UnexpectedSnapshot {
-                index: ready.snapshot().get_metadata().index,
-            });
+            // The server stepped the leader's snapshot message only once the
+            // snapshot's bytes were durable in the snapshot directory.
+            let meta = SnapshotMeta::from_raft(ready.snapshot());
+            self.log.install_snapshot(&meta)?;
+            let _ = self.committed.send(Applying::Restore(meta));
         }
         for state in ready.take_read_states() {
             self.answer_read(&state.request_ctx, Some(state.index));
@@ -325,11 +393,25 @@ impl<W> Driver<W> {
         Ok(())
     }
 
-    fn send(&mut self, messages: Vec<Message>) {
+    fn send(&mut self, mut messages: Vec<Message>) {
         if messages.is_empty() {
             return;
         }
-        for peer in self.network.send(messages) {
+        // Snapshots travel with their file's bytes, which take a while.
+        let (snapshots, others): (Vec<_>, Vec<_>) = messages
+            .drain(..)
+            .partition(|m| m.get_msg_type() == raft::prelude::MessageType::MsgSnapshot);
+        for message in snapshots {
+            let to = message.to;
+            let commands = self.commands.clone();
+            self.network.send_snapshot(
+                message,
+                Box::new(move |sent| {
+                    let _ = commands.send(Command::SnapshotReport { to, sent });
+                }),
+            );
+        }
+        for peer in self.network.send(others) {
             self.raw.report_unreachable(peer);
         }
     }
@@ -386,7 +468,7 @@ impl<W> Driver<W> {
             .collect();
         // A closed receiver means the server is stopping; the loop ends on
         // its next turn.
-        let _ = self.committed.send(batch);
+        let _ = self.committed.send(Applying::Entries(batch));
     }
 
     fn take_waiter(&mut self, sequence: u64) -> Option<W> {
@@ -469,12 +551,14 @@ mod tests {
 
     /// Collects committed entries with data until `count` have arrived.
     fn collect(
-        rx: &mut tokio::sync::mpsc::UnboundedReceiver<Vec<CommittedEntry<u32>>>,
+        rx: &mut tokio::sync::mpsc::UnboundedReceiver<Applying<u32>>,
         count: usize,
     ) -> Vec<(u64, Vec<u8>, Option<u32>)> {
         let mut seen = Vec::new();
         while seen.len() < count {
-            let batch = rx.blocking_recv().expect("consensus stopped");
+            let Applying::Entries(batch) = rx.blocking_recv().expect("consensus stopped") else {
+                panic!("no snapshot is sent in these tests");
+            };
             seen.extend(
                 batch
                     .into_iter()
@@ -510,7 +594,7 @@ mod tests {
             "indexes increase"
         );
         assert_eq!(node.status().role(), Role::Leader);
-        drop(node);
+        node.shutdown();
         drop(rx);
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -554,7 +638,7 @@ mod tests {
         }
     }
 
-    type Receiver = tokio::sync::mpsc::UnboundedReceiver<Vec<CommittedEntry<u32>>>;
+    type Receiver = tokio::sync::mpsc::UnboundedReceiver<Applying<u32>>;
 
     fn start_group(dirs: &[tempfile::TempDir]) -> (Arc<Wires>, Vec<Receiver>) {
         let wires = Arc::new(Wires::default());

@@ -6,10 +6,16 @@ use raft::prelude::{Entry, HardState};
 
 const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
+const KIND_SNAPSHOT_MARK: u8 = 3;
 
 pub(crate) enum LogRecord {
     Entry(Entry),
     HardState(HardState),
+    /// A snapshot received from the leader was installed here, at this log
+    /// index: every entry recorded before the mark is superseded by it.
+    SnapshotMark {
+        index: u64,
+    },
 }
 
 pub(crate) fn encode_entry(entry: &Entry, out: &mut Vec<u8>) {
@@ -25,6 +31,11 @@ pub(crate) fn encode_hard_state(hs: &HardState, out: &mut Vec<u8>) {
         .expect("encoding a hard state into memory cannot fail");
 }
 
+pub(crate) fn encode_snapshot_mark(index: u64, out: &mut Vec<u8>) {
+    out.push(KIND_SNAPSHOT_MARK);
+    out.extend_from_slice(&index.to_be_bytes());
+}
+
 pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
     let (kind, body) = payload.split_first().ok_or("empty record")?;
     match *kind {
@@ -34,6 +45,11 @@ pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
         KIND_HARD_STATE => HardState::parse_from_bytes(body)
             .map(LogRecord::HardState)
             .map_err(|e| e.to_string()),
+        KIND_SNAPSHOT_MARK => <[u8; 8]>::try_from(body)
+            .map(|b| LogRecord::SnapshotMark {
+                index: u64::from_be_bytes(b),
+            })
+            .map_err(|_| "snapshot mark of the wrong length".to_string()),
         other => Err(format!("unknown record kind {other}")),
     }
 }

@@ -60,6 +60,17 @@ impl SnapshotMeta {
         })
     }
 
+    pub(crate) fn from_raft(snapshot: &Snapshot) -> Self {
+        let meta = snapshot.get_metadata();
+        let conf = meta.get_conf_state();
+        Self {
+            index: meta.index,
+            term: meta.term,
+            voters: conf.voters.clone(),
+            learners: conf.learners.clone(),
+        }
+    }
+
     pub(crate) fn to_raft(&self) -> Snapshot {
         let mut snapshot = Snapshot::default();
         let meta = snapshot.mut_metadata();
@@ -96,6 +107,62 @@ impl Snapshots {
         self.store.save(meta.index, retain, |out| {
             meta.write_to(out)?;
             body(out)
+        })?;
+        Ok(())
+    }
+
+    /// The newest valid snapshot's index and all its bytes (metadata header
+    /// included), as they are sent to a follower.
+    pub fn latest_raw(&self) -> Result<Option<(u64, SnapshotReader)>, Error> {
+        Ok(self.store.latest()?)
+    }
+
+    /// Writes a snapshot received from the leader: the chunks `latest_raw`
+    /// gave there, in order, until `None`. A channel that closes before
+    /// `None` is an interrupted transfer, and nothing is kept. The header
+    /// is checked against `index` before the snapshot counts.
+    pub fn install(
+        &self,
+        index: u64,
+        retain: usize,
+        chunks: std::sync::mpsc::Receiver<Option<bytes::Bytes>>,
+    ) -> Result<(), Error> {
+        let mut header_checked = false;
+        let mut head = Vec::new();
+        self.store.save(index, retain, |out| {
+            loop {
+                let chunk = chunks.recv().map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "snapshot transfer interrupted",
+                    )
+                })?;
+                let Some(chunk) = chunk else {
+                    break;
+                };
+                if !header_checked {
+                    head.extend_from_slice(&chunk);
+                    if head.len() >= 16 {
+                        let meta_index = u64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
+                        if meta_index != index {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("snapshot announced at {index} holds {meta_index}"),
+                            ));
+                        }
+                        header_checked = true;
+                    }
+                }
+                out.write_all(&chunk)?;
+            }
+            if header_checked {
+                Ok(())
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "snapshot too short",
+                ))
+            }
         })?;
         Ok(())
     }

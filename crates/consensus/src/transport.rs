@@ -353,6 +353,16 @@ impl Transport {
         peer.connected.load(Ordering::Relaxed) && peer.queue.try_send(item).is_ok()
     }
 
+    /// Frames queued for `to` and not yet written: a bulk sender (a
+    /// snapshot stream) waits while this is high, so what it has in flight
+    /// stays bounded in bytes, not only in frames.
+    pub fn queued_frames(&self, to: u64) -> usize {
+        self.inner
+            .peers
+            .get(&to)
+            .map_or(0, |peer| peer.queue.max_capacity() - peer.queue.capacity())
+    }
+
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local_addr
