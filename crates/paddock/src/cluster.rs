@@ -32,6 +32,9 @@ pub struct ClusterArgs {
     /// tickTime of every server, in milliseconds.
     #[arg(long, default_value_t = 2000)]
     tick_time: u32,
+    /// snapCount of every server: transactions between snapshots.
+    #[arg(long, default_value_t = 100_000)]
+    snap_count: u64,
 }
 
 struct Node {
@@ -55,7 +58,7 @@ pub fn run(args: ClusterArgs, shutdown: impl FnOnce()) -> anyhow::Result<()> {
     let mut children = Vec::with_capacity(nodes.len());
     for node in &nodes {
         let dir = args.data_dir.join(format!("node{}", node.id));
-        let config = write_node(&dir, node, &servers, args.tick_time)?;
+        let config = write_node(&dir, node, &servers, &args)?;
         let log = std::fs::File::create(dir.join("paddock.log"))
             .with_context(|| format!("creating {}", dir.join("paddock.log").display()))?;
         let child = Command::new(&exe)
@@ -142,7 +145,12 @@ fn server_lines(nodes: &[Node]) -> String {
     lines
 }
 
-fn write_node(dir: &Path, node: &Node, servers: &str, tick_time: u32) -> anyhow::Result<PathBuf> {
+fn write_node(
+    dir: &Path,
+    node: &Node,
+    servers: &str,
+    args: &ClusterArgs,
+) -> anyhow::Result<PathBuf> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let dir = dir
         .canonicalize()
@@ -150,8 +158,10 @@ fn write_node(dir: &Path, node: &Node, servers: &str, tick_time: u32) -> anyhow:
     std::fs::write(dir.join("myid"), format!("{}\n", node.id))?;
     let config = dir.join("zoo.cfg");
     let text = format!(
-        "tickTime={tick_time}\ninitLimit=10\nsyncLimit=5\ndataDir={}\n\
+        "tickTime={}\ninitLimit=10\nsyncLimit=5\nsnapCount={}\ndataDir={}\n\
          clientPort={}\nclientPortAddress=127.0.0.1\n4lw.commands.whitelist=*\n{servers}",
+        args.tick_time,
+        args.snap_count,
         dir.display(),
         node.client_port
     );

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use consensus::{CommittedEntry, SnapshotMeta, Snapshots};
+use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
 use rand::Rng as _;
 use tokio::sync::mpsc;
 use tree::{DataTree, Outcome, Trigger, Txn, TxnOp};
@@ -36,6 +36,8 @@ pub struct ApplyLoop {
 /// Why the apply loop stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
+    #[error("cannot restore the snapshot at {index} sent by the leader: {reason}")]
+    Restore { index: u64, reason: String },
     #[error("committed entry {index} is not a transaction this server can read ({source}); the log is damaged or was written by an incompatible version")]
     BadEntry {
         index: u64,
@@ -51,11 +53,49 @@ impl ApplyLoop {
 
     pub async fn run(
         mut self,
-        mut committed: mpsc::UnboundedReceiver<Vec<CommittedEntry<Waiter>>>,
+        mut committed: mpsc::UnboundedReceiver<Applying<Waiter>>,
     ) -> Result<(), ApplyError> {
-        while let Some(batch) = committed.recv().await {
-            self.apply_batch(batch)?;
+        while let Some(applying) = committed.recv().await {
+            match applying {
+                Applying::Entries(batch) => self.apply_batch(batch)?,
+                Applying::Restore(meta) => self.restore(&meta)?,
+            }
         }
+        Ok(())
+    }
+
+    /// Replaces the tree with a snapshot the leader sent, which is already
+    /// durable in the snapshot directory. Watches are not fired for what
+    /// the snapshot changed; sessions it holds get a fresh full timeout.
+    fn restore(&mut self, meta: &SnapshotMeta) -> Result<(), ApplyError> {
+        let loaded = self.snapshots.latest().map_err(|e| ApplyError::Restore {
+            index: meta.index,
+            reason: e.to_string(),
+        })?;
+        let Some((found, mut reader)) = loaded.filter(|(found, _)| found.index == meta.index)
+        else {
+            return Err(ApplyError::Restore {
+                index: meta.index,
+                reason: "it is not the newest snapshot on disk".into(),
+            });
+        };
+        self.tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
+            index: found.index,
+            reason: e.to_string(),
+        })?;
+        let now = Instant::now();
+        for (id, info) in self.tree.sessions() {
+            self.shared
+                .sessions
+                .track(id, Duration::from_millis(info.timeout_ms as u64), now);
+        }
+        self.since_snapshot = 0;
+        self.publish(found.index, Some(found.index as i64), Vec::new());
+        tracing::info!(
+            zxid = found.index,
+            nodes = self.tree.node_count(),
+            "restored a snapshot from the leader"
+        );
         Ok(())
     }
 
@@ -196,7 +236,7 @@ impl ApplyLoop {
                         "snapshot written"
                     );
                     // The log may now forget what the snapshot holds.
-                    let _ = shared.consensus.compact(index);
+                    let _ = shared.consensus.compact(meta);
                 }
                 Err(error) => tracing::error!(
                     "writing a snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a snapshot succeeds"

@@ -95,7 +95,12 @@ pub async fn run(
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
-    let network = ensemble.as_ref().map(|_| Arc::new(PeerNetwork::default()));
+    let network = ensemble.as_ref().map(|_| {
+        Arc::new(PeerNetwork::new(
+            snapshots.clone(),
+            tokio::runtime::Handle::current(),
+        ))
+    });
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let consensus = Consensus::start(
         consensus::Config {
@@ -137,7 +142,7 @@ pub async fn run(
         config,
     });
     if let Some((ensemble, network)) = &shared.peers {
-        start_peer_transport(&shared, ensemble, network).await?;
+        start_peer_transport(&shared, ensemble, network, snapshots.clone()).await?;
     }
 
     let apply = ApplyLoop {
@@ -180,6 +185,7 @@ pub async fn run(
     for handle in shared.connections().values() {
         handle.kill.cancel();
     }
+    shared.consensus.shutdown();
     // The transport holds a consensus handle and consensus holds the
     // transport: neither drop ends the other, so stop it explicitly.
     if let Some(transport) = shared.peers.as_ref().and_then(|(_, n)| n.transport()) {
@@ -216,14 +222,26 @@ fn load_snapshot(
     Ok((tree, Some(meta)))
 }
 
-/// Starts the peer transport: raft messages go to consensus, notes to
-/// [`handle_note`].
+/// What a peer sent that the consensus thread does not take directly.
+enum PeerInbound {
+    Note {
+        from: u64,
+        payload: bytes::Bytes,
+    },
+    /// Raft's snapshot message, stepped once the snapshot's bytes, sent
+    /// just before it, are durable here.
+    Snapshot(consensus::Message),
+}
+
+/// Starts the peer transport: raft messages go to consensus, notes and
+/// snapshots to [`receive_from_peers`].
 async fn start_peer_transport(
     shared: &Arc<Shared>,
     ensemble: &Ensemble,
     network: &PeerNetwork,
+    snapshots: Arc<Snapshots>,
 ) -> Result<(), ServerError> {
-    let (notes_tx, mut notes) = mpsc::unbounded_channel();
+    let (inbound_tx, inbound) = mpsc::unbounded_channel();
     let consensus = shared.consensus.clone();
     let transport = Transport::start(
         TransportConfig {
@@ -233,11 +251,16 @@ async fn start_peer_transport(
             ..TransportConfig::default()
         },
         move |inbound| match inbound {
+            Inbound::Raft(message)
+                if message.get_msg_type() == consensus::MessageType::MsgSnapshot =>
+            {
+                let _ = inbound_tx.send(PeerInbound::Snapshot(message));
+            }
             Inbound::Raft(message) => {
                 let _ = consensus.step(message);
             }
             Inbound::App { from, payload } => {
-                let _ = notes_tx.send((from, payload));
+                let _ = inbound_tx.send(PeerInbound::Note { from, payload });
             }
         },
     )
@@ -247,15 +270,7 @@ async fn start_peer_transport(
         source,
     })?;
     network.bind(transport);
-    let shared = shared.clone();
-    tokio::spawn(async move {
-        while let Some((from, payload)) = notes.recv().await {
-            match PeerNote::decode(payload) {
-                Some(note) => handle_note(&shared, note),
-                None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
-            }
-        }
-    });
+    tokio::spawn(receive_from_peers(shared.clone(), snapshots, inbound));
     tracing::info!(
         id = ensemble.my_id,
         listen = %ensemble.listen,
@@ -265,22 +280,101 @@ async fn start_peer_transport(
     Ok(())
 }
 
-fn handle_note(shared: &Shared, note: PeerNote) {
-    match note {
-        PeerNote::SessionsHeard(ids) => {
-            let now = Instant::now();
-            for id in ids {
-                shared.sessions.touch(id, now);
+/// A snapshot being received from a peer: chunks go to a blocking task
+/// that writes them into the snapshot directory.
+struct SnapshotImport {
+    index: u64,
+    chunks: std::sync::mpsc::Sender<Option<bytes::Bytes>>,
+    written: tokio::task::JoinHandle<Result<(), consensus::Error>>,
+}
+
+/// Handles, in the order each peer sent them, notes and snapshots.
+async fn receive_from_peers(
+    shared: Arc<Shared>,
+    snapshots: Arc<Snapshots>,
+    mut inbound: mpsc::UnboundedReceiver<PeerInbound>,
+) {
+    let mut imports: HashMap<u64, SnapshotImport> = HashMap::new();
+    while let Some(item) = inbound.recv().await {
+        match item {
+            PeerInbound::Note { from, payload } => match PeerNote::decode(payload) {
+                Some(PeerNote::SnapshotChunk { index, data }) => {
+                    let import = imports
+                        .entry(from)
+                        .and_modify(|import| {
+                            if import.index != index {
+                                // A newer snapshot replaces an unfinished one;
+                                // dropping the old sender aborts its write.
+                                *import = start_import(&shared, &snapshots, index);
+                            }
+                        })
+                        .or_insert_with(|| start_import(&shared, &snapshots, index));
+                    let _ = import.chunks.send(Some(data));
+                }
+                Some(PeerNote::SnapshotEnd { index }) => {
+                    if let Some(import) = imports.get(&from).filter(|i| i.index == index) {
+                        let _ = import.chunks.send(None);
+                    }
+                }
+                Some(PeerNote::SessionsHeard(ids)) => sessions_heard(&shared, ids),
+                Some(PeerNote::SessionMoved(id)) => session_moved(&shared, id),
+                None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
+            },
+            PeerInbound::Snapshot(message) => {
+                let index = message.get_snapshot().get_metadata().index;
+                let Some(import) = imports.remove(&message.from).filter(|i| i.index == index)
+                else {
+                    tracing::warn!(
+                        peer = message.from,
+                        index,
+                        "ignoring a snapshot message whose bytes did not arrive"
+                    );
+                    continue;
+                };
+                match import.written.await {
+                    Ok(Ok(())) => {
+                        tracing::info!(peer = message.from, index, "snapshot received");
+                        let _ = shared.consensus.step(message);
+                    }
+                    Ok(Err(error)) => tracing::warn!(
+                        peer = message.from,
+                        index,
+                        "snapshot not installed: {error}"
+                    ),
+                    Err(join) => {
+                        tracing::warn!(peer = message.from, index, "snapshot writer failed: {join}")
+                    }
+                }
             }
         }
-        // The client resumed its session elsewhere: its connection here,
-        // if still open, must stop serving it.
-        PeerNote::SessionMoved(id) => {
-            if let Some(connection) = shared.sessions.owner(id) {
-                shared.sessions.release_ownership(id, connection);
-                shared.kill_connection(connection);
-            }
-        }
+    }
+}
+
+fn start_import(shared: &Shared, snapshots: &Arc<Snapshots>, index: u64) -> SnapshotImport {
+    let (chunks, received) = std::sync::mpsc::channel();
+    let snapshots = snapshots.clone();
+    let retain = shared.config.snapshots_retained();
+    let written = tokio::task::spawn_blocking(move || snapshots.install(index, retain, received));
+    SnapshotImport {
+        index,
+        chunks,
+        written,
+    }
+}
+
+fn sessions_heard(shared: &Shared, ids: Vec<i64>) {
+    let now = Instant::now();
+    for id in ids {
+        shared.sessions.touch(id, now);
+    }
+}
+
+/// The client resumed its session elsewhere: its connection here, if
+/// still open, must stop serving it.
+fn session_moved(shared: &Shared, id: i64) {
+    if let Some(connection) = shared.sessions.owner(id) {
+        shared.sessions.release_ownership(id, connection);
+        shared.kill_connection(connection);
     }
 }
 
