@@ -118,6 +118,11 @@ fn server_stats(shared: &Shared, asker: Option<SocketAddr>) -> String {
     let _ = writeln!(out, "Zxid: {zxid:#x}");
     let _ = writeln!(out, "Mode: {}", mode(shared));
     let _ = writeln!(out, "Node count: {nodes}");
+    if mode(shared) == "leader" {
+        // ZooKeeper's leader adds its proposal sizes; Paddock does not
+        // track them, and says so with ZooKeeper's "none yet" value.
+        out.push_str("Proposal sizes last/min/max: -1/-1/-1\n");
+    }
     out
 }
 
@@ -215,10 +220,46 @@ fn monitor(shared: &Shared) -> String {
             Stats::get(&shared.stats.connections_rejected).to_string(),
         ),
     ];
+    let mut values = values;
+    values.extend(peer_values(shared));
     values
         .into_iter()
         .map(|(key, value)| format!("{key}\t{value}\n"))
         .collect()
+}
+
+/// What an ensemble member adds to `mntr`: its peer state as ZooKeeper
+/// words it, and, on the leader, the learners it is in touch with.
+fn peer_values(shared: &Shared) -> Vec<(&'static str, String)> {
+    let Some((ensemble, network)) = &shared.peers else {
+        return Vec::new();
+    };
+    let state = match (mode(shared), shared.consensus.status().leader_id()) {
+        (_, 0) => "looking",
+        ("observer", _) => "observing - broadcast",
+        ("leader", _) => "leading - broadcast",
+        _ => "following - broadcast",
+    };
+    let mut values = vec![("zk_peer_state", state.to_string())];
+    if mode(shared) == "leader" {
+        let connected = network
+            .transport()
+            .map(|t| t.connected_peers())
+            .unwrap_or_default();
+        let voters = connected
+            .iter()
+            .filter(|id| ensemble.voters.contains(id))
+            .count();
+        let observers = connected.len() - voters;
+        values.extend([
+            ("zk_learners", connected.len().to_string()),
+            ("zk_synced_followers", voters.to_string()),
+            ("zk_synced_non_voting_followers", "0".to_string()),
+            ("zk_synced_observers", observers.to_string()),
+            ("zk_pending_syncs", "0".to_string()),
+        ]);
+    }
+    values
 }
 
 fn open_fds() -> usize {
