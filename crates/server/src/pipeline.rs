@@ -424,6 +424,8 @@ pub fn answer_read(
     request: Request,
     fired: &mut Vec<WatchEvent>,
 ) -> Bytes {
+    // getChildren2 is getChildren with the parent's stat.
+    let with_stat = matches!(request, Request::GetChildren2(_));
     let mut published = shared.published();
     let published = &mut *published;
     let zxid = published.last_zxid;
@@ -457,24 +459,21 @@ pub fn answer_read(
             }
             Err(err) => error(err),
         },
-        Request::GetChildren(req) => match tree.get_children(&req.path, auth) {
-            Ok((children, _)) => {
-                if req.watch {
-                    watches.add(connection, WatchKind::Child, &req.path);
+        Request::GetChildren(req) | Request::GetChildren2(req) => {
+            match tree.get_children(&req.path, auth) {
+                Ok((children, stat)) => {
+                    if req.watch {
+                        watches.add(connection, WatchKind::Child, &req.path);
+                    }
+                    if with_stat {
+                        reply::with_body(xid, zxid, &GetChildren2Response { children, stat })
+                    } else {
+                        reply::with_body(xid, zxid, &GetChildrenResponse { children })
+                    }
                 }
-                reply::with_body(xid, zxid, &GetChildrenResponse { children })
+                Err(err) => error(err),
             }
-            Err(err) => error(err),
-        },
-        Request::GetChildren2(req) => match tree.get_children(&req.path, auth) {
-            Ok((children, stat)) => {
-                if req.watch {
-                    watches.add(connection, WatchKind::Child, &req.path);
-                }
-                reply::with_body(xid, zxid, &GetChildren2Response { children, stat })
-            }
-            Err(err) => error(err),
-        },
+        }
         Request::GetAcl(req) => match tree.get_acl(&req.path, auth) {
             Ok((acl, stat)) => reply::with_body(xid, zxid, &GetACLResponse { acl, stat }),
             Err(err) => error(err),
