@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tree::{Outcome, Txn, TxnOp};
 
-use crate::pipeline::{self, SessionContext, Step};
+use crate::pipeline::{self, Proposal, SessionContext, Step};
 use crate::reply;
 use crate::shared::{next_connection_id, now_ms, ConnectionHandle, Shared, WatchEvent};
 
@@ -434,24 +434,21 @@ fn schedule(
             xid,
             op,
             shape,
-            txn,
+            proposal,
             received,
         } => {
             order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
-            if order.reads_waiting.load(Ordering::Acquire) > 0 {
-                return Step::Write {
-                    xid,
-                    op,
-                    shape,
-                    txn,
-                    received,
-                };
-            }
-            Step::Proposed {
+            let proposal = match proposal {
+                Proposal::Pending(txn) if order.reads_waiting.load(Ordering::Acquire) == 0 => {
+                    Proposal::Made(shared.propose(&txn))
+                }
+                proposal => proposal,
+            };
+            Step::Write {
                 xid,
                 op,
                 shape,
-                committed: shared.propose(&txn),
+                proposal,
                 received,
             }
         }
@@ -628,17 +625,11 @@ async fn write_loop(
                         close = true;
                         None
                     }
-                    Step::Write { xid, op, shape, txn, received } => {
-                        let committed = shared.propose(&txn);
-                        let answer = await_write(&shared, &handle, &token, xid, op, &shape, committed, received).await;
-                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
-                        match answer {
-                            WriteAnswer::Reply(bytes) => Some(bytes),
-                            WriteAnswer::Lost => { close = true; None }
-                            WriteAnswer::Cancelled => break,
-                        }
-                    }
-                    Step::Proposed { xid, op, shape, committed, received } => {
+                    Step::Write { xid, op, shape, proposal, received } => {
+                        let committed = match proposal {
+                            Proposal::Pending(txn) => shared.propose(&txn),
+                            Proposal::Made(committed) => committed,
+                        };
                         let answer = await_write(&shared, &handle, &token, xid, op, &shape, committed, received).await;
                         order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
                         match answer {
@@ -702,10 +693,10 @@ async fn write_loop(
     while let Ok(step) = steps.try_recv() {
         match step {
             Step::Reply(bytes) | Step::ReplyThenClose(bytes) => out.extend_from_slice(&bytes),
-            Step::Proposed {
+            Step::Write {
                 xid,
                 shape,
-                mut committed,
+                proposal: Proposal::Made(mut committed),
                 ..
             } => {
                 if let Ok(committed) = committed.try_recv() {

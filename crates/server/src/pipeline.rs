@@ -37,23 +37,13 @@ use crate::watch::{ConnectionId, WatchKind};
 pub enum Step {
     /// An answer decided without waiting for anything.
     Reply(Bytes),
-    /// A write not yet proposed. The connection proposes it at once unless
-    /// an earlier read of the session is still waiting, which must not see
-    /// it; then it is proposed when its turn comes.
+    /// A write; its reply is built once it is applied.
     Write {
         xid: i32,
         /// The request's opcode, for per-connection statistics.
         op: i32,
         shape: ReplyShape,
-        txn: Txn,
-        received: Instant,
-    },
-    /// A write in the log; its reply is built once it is applied.
-    Proposed {
-        xid: i32,
-        op: i32,
-        shape: ReplyShape,
-        committed: oneshot::Receiver<Committed>,
+        proposal: Proposal,
         received: Instant,
     },
     /// A `sync`: answered once this server has applied everything the
@@ -73,6 +63,14 @@ pub enum Step {
     ReplyThenClose(Bytes),
     /// Send everything before this, then close the connection.
     Close,
+}
+
+/// Where a write stands. The connection proposes it at once unless an
+/// earlier read of the session is still waiting, which must not see it;
+/// then it is proposed when its turn comes.
+pub enum Proposal {
+    Pending(Txn),
+    Made(oneshot::Receiver<Committed>),
 }
 
 /// How to present a write's outcome to the client that asked.
@@ -112,7 +110,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             xid,
             op: request_op,
             shape,
-            txn,
+            proposal: Proposal::Pending(txn),
             received: Instant::now(),
         }
     };
@@ -257,7 +255,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         xid,
         op,
         shape: ReplyShape::Empty,
-        txn,
+        proposal: Proposal::Pending(txn),
         received: Instant::now(),
     }
 }
@@ -424,8 +422,10 @@ pub fn answer_read(
     request: Request,
     fired: &mut Vec<WatchEvent>,
 ) -> Bytes {
-    // getChildren2 is getChildren with the parent's stat.
+    // getChildren2 is getChildren with the parent's stat; checkWatches is
+    // removeWatches without the removing.
     let with_stat = matches!(request, Request::GetChildren2(_));
+    let removing = matches!(request, Request::RemoveWatches(_));
     let mut published = shared.published();
     let published = &mut *published;
     let zxid = published.last_zxid;
@@ -525,24 +525,15 @@ pub fn answer_read(
             // which the Java client reads.
             reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
         }
-        Request::RemoveWatches(req) => {
-            let kinds = watch_kinds(req.watcher_type);
-            let mut removed = false;
-            for &kind in kinds {
-                removed |= watches.remove(connection, kind, &req.path);
+        Request::RemoveWatches(req) | Request::CheckWatches(req) => {
+            let mut found = false;
+            for &kind in watch_kinds(req.watcher_type) {
+                found |= if removing {
+                    watches.remove(connection, kind, &req.path)
+                } else {
+                    watches.contains(connection, kind, &req.path)
+                };
             }
-            let err = if removed {
-                ErrorCode::Ok
-            } else {
-                ErrorCode::NoWatcher
-            };
-            reply::header_only(xid, zxid, err)
-        }
-        Request::CheckWatches(req) => {
-            let kinds = watch_kinds(req.watcher_type);
-            let found = kinds
-                .iter()
-                .any(|&kind| watches.contains(connection, kind, &req.path));
             let err = if found {
                 ErrorCode::Ok
             } else {
