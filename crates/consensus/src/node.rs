@@ -183,6 +183,7 @@ impl<W: Send + 'static> Consensus<W> {
             pending: BTreeMap::new(),
             next_read: 1,
             reads: HashMap::new(),
+            leader_id: 0,
             status: status.clone(),
             tick: config.tick,
         };
@@ -274,6 +275,9 @@ struct Driver<W> {
     next_read: u64,
     /// Read-index requests in flight, by the id carried in their context.
     reads: HashMap<u64, (Instant, ReadIndexCallback)>,
+    /// The leader as of the last Ready; when it changes, what was in
+    /// flight through the old one is given up at once.
+    leader_id: u64,
     status: Arc<Status>,
     tick: Duration,
 }
@@ -389,8 +393,38 @@ impl<W: Send + 'static> Driver<W> {
         self.send(light.take_messages());
         self.forward(light.take_committed_entries());
         self.raw.advance_apply();
+        self.notice_leader_change();
         self.publish_status();
         Ok(())
+    }
+
+    /// Proposals and read-index requests made through a leader that is
+    /// gone may never be answered. Waiting out the request timeout would
+    /// stall their clients; dropping them now lets each client see
+    /// ConnectionLoss and retry at once, as ZooKeeper's clients do when
+    /// their server loses its leader. (A dropped proposal may still commit:
+    /// ConnectionLoss tells a ZooKeeper client exactly that.)
+    fn notice_leader_change(&mut self) {
+        let leader = self.raw.raft.leader_id;
+        if leader == self.leader_id {
+            return;
+        }
+        let had_leader = self.leader_id != 0;
+        self.leader_id = leader;
+        if !had_leader {
+            return;
+        }
+        if !self.pending.is_empty() || !self.reads.is_empty() {
+            tracing::info!(
+                proposals = self.pending.len(),
+                reads = self.reads.len(),
+                "leader changed: giving up requests in flight through the old one"
+            );
+        }
+        self.pending.clear();
+        for (_, (_, callback)) in self.reads.drain() {
+            callback(None);
+        }
     }
 
     fn send(&mut self, mut messages: Vec<Message>) {
