@@ -33,6 +33,9 @@
 //! - `path`: path validation and the chroot.
 //! - `error`: [`Error`], one variant per ZooKeeper result code plus the
 //!   client's own.
+//! - `recipes`: coordination recipes on the client (locks, semaphore,
+//!   election, group membership, barriers, queues, counter, watched value),
+//!   one file each.
 //!
 //! Wire records come from the `jute` crate; the ones callers touch
 //! (`Stat`, `Acl`, `CreateMode`, ...) are re-exported here.
@@ -73,6 +76,7 @@ mod ops;
 mod options;
 mod path;
 mod reader;
+pub mod recipes;
 mod session;
 mod state;
 mod watch;
