@@ -28,6 +28,30 @@ enum Command {
     /// Run a local ensemble on loopback ports (one process per server) and
     /// print its connect string; Ctrl-C stops it.
     Cluster(cluster::ClusterArgs),
+    /// A zkCli-compatible shell: interactive with no command; otherwise
+    /// runs the -c commands (or the trailing command words) and exits,
+    /// non-zero if one failed.
+    Shell(ShellArgs),
+}
+
+#[derive(clap::Args)]
+struct ShellArgs {
+    /// host:port[,host:port...][/chroot] (default localhost:2181). A first
+    /// word that names a command starts the command instead.
+    server: Option<String>,
+    /// A command line to run, as typed at the prompt; repeatable.
+    #[arg(short = 'c', long = "command", value_name = "CMD")]
+    commands: Vec<String>,
+    /// The session timeout to ask for, in milliseconds (zkCli's -timeout).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    timeout: u64,
+    /// One command as zkCli takes it after its options: `get -s /a`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "CMD ARGS"
+    )]
+    words: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -54,17 +78,18 @@ struct ServeArgs {
 }
 
 fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve(args),
-        Command::Cluster(args) => cluster::run(args, wait_for_shutdown),
+        Command::Serve(args) => {
+            init_logging();
+            serve(args)
+        }
+        Command::Cluster(args) => {
+            init_logging();
+            cluster::run(args, wait_for_shutdown)
+        }
+        // No logging: the shell's output is zkCli's, with nothing between.
+        Command::Shell(args) => return shell(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -75,6 +100,27 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+fn init_logging() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn shell(args: ShellArgs) -> std::process::ExitCode {
+    let (server, words) = shell::resolve(args.server, args.words);
+    let code = shell::run(shell::Invocation {
+        server,
+        commands: args.commands,
+        words,
+        session_timeout: std::time::Duration::from_millis(args.timeout),
+    });
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {
