@@ -48,7 +48,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use protobuf::Message as _;
-use raft::prelude::Message;
+use raft::prelude::{Message, MessageType};
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -305,7 +305,10 @@ impl Transport {
         let mut refused = Vec::new();
         for message in messages {
             let to = message.to;
-            debug_assert_eq!(message.from, self.inner.id, "raft sends as this server");
+            debug_assert!(
+                message.from == self.inner.id || is_relayed(&message),
+                "raft sends as this server, except what it relays"
+            );
             if refused.contains(&to) {
                 continue;
             }
@@ -474,6 +477,17 @@ impl Hello {
 
 /// Takes one frame off the front of `buf`: `Ok(None)` when more bytes are
 /// needed. The length is checked before anything is reserved for it.
+/// Proposals and read-index requests that reach a server which is not the
+/// leader are passed on to the leader by raft with their original sender's
+/// id, so they arrive with a `from` other than the connection's server.
+/// Everything else raft sends as itself.
+fn is_relayed(message: &Message) -> bool {
+    matches!(
+        message.get_msg_type(),
+        MessageType::MsgPropose | MessageType::MsgReadIndex
+    )
+}
+
 fn decode_frame(
     buf: &mut BytesMut,
     frame_bytes_max: usize,
@@ -899,7 +913,9 @@ impl Acceptor {
                 // buffer; sharing it instead would let one small entry kept
                 // in the raft log pin a whole read buffer.
                 let message = Message::parse_from_bytes(&body).map_err(PeerError::Undecodable)?;
-                if message.from != peer {
+                let relayed = is_relayed(&message)
+                    && (self.peers.contains(&message.from) || message.from == self.id);
+                if message.from != peer && !relayed {
                     return Err(PeerError::Spoofed {
                         claimed: message.from,
                         peer,
@@ -1332,6 +1348,25 @@ mod tests {
                 .await
                 .unwrap();
             assert_closed(&mut spoofer).await;
+            traffic_flows!();
+
+            // A proposal relayed by a server that is not the leader keeps
+            // its original sender: delivered when that sender is a known
+            // server, refused when it is not.
+            let mut relay = raw_peer(a1, 3, 1).await;
+            let mut relayed = append(2, 1, 70);
+            relayed.set_msg_type(MessageType::MsgPropose);
+            relay
+                .write_all(&raw_frame(KIND_RAFT, &relayed.write_to_bytes().unwrap()))
+                .await
+                .unwrap();
+            assert_eq!(summary(&next(&mut rx1).await), (2, "raft 70".to_string()));
+            relayed.from = 9;
+            relay
+                .write_all(&raw_frame(KIND_RAFT, &relayed.write_to_bytes().unwrap()))
+                .await
+                .unwrap();
+            assert_closed(&mut relay).await;
             traffic_flows!();
 
             // An unknown kind, an undecodable body, an empty frame, a frame
