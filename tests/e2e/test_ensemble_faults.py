@@ -182,11 +182,15 @@ def test_follower_sigstop_then_sigcont_catches_up(make_ensemble):
 # ---------------------------------------------------------------- wiped follower
 
 @pytest.mark.timeout(120)
-def test_follower_restarted_with_wiped_data_catches_up_from_the_log(make_ensemble):
-    # Known limitation: a server with an empty data dir can only catch up
-    # from the leader's log, since snapshot transfer is not built yet; a
-    # huge snapCount keeps the leader from compacting its log during the test.
-    ens = make_ensemble(config={"snapCount": "1000000"})
+@pytest.mark.parametrize("snap_count,way", [
+    # the leader keeps its whole log: the wiped server replays it
+    ("1000000", "log"),
+    # the leader snapshots and compacts every few dozen writes: the wiped
+    # server can only come back by a snapshot streamed from the leader
+    ("40", "snapshot"),
+])
+def test_follower_restarted_with_wiped_data_catches_up(make_ensemble, snap_count, way):
+    ens = make_ensemble(config={"snapCount": snap_count})
     root = "/wiped"
     leader = ens.leader()
     c = ens.client(leader)
@@ -221,6 +225,8 @@ def test_follower_restarted_with_wiped_data_catches_up_from_the_log(make_ensembl
     assert tree[f"{root}/before-0"][0] == b"changed"
     verify_acknowledged(ens, writers)
     ens.assert_trees_identical()
+    restored = "restored a snapshot from the leader" in victim.log_path.read_text(errors="replace")
+    assert restored == (way == "snapshot"), f"{victim.name} caught up by {way}?"
 
 
 # ---------------------------------------------------------------- minority
