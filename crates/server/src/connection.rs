@@ -53,6 +53,16 @@ struct SessionOrder {
     reads_waiting: AtomicUsize,
 }
 
+/// What the reader and the writer of one connection share.
+struct Connection {
+    shared: Arc<Shared>,
+    handle: Arc<ConnectionHandle>,
+    order: SessionOrder,
+    /// Cancelled when the connection must close, from either half or from
+    /// elsewhere (expiry, a moved session, a client not reading).
+    token: CancellationToken,
+}
+
 #[derive(Debug, thiserror::Error)]
 enum ConnectionError {
     #[error(transparent)]
@@ -163,33 +173,26 @@ async fn run(
     }
 
     let (steps_tx, steps) = mpsc::channel(STEPS_QUEUED_MAX);
-    let order = Arc::new(SessionOrder::default());
+    let conn = Arc::new(Connection {
+        shared: shared.clone(),
+        handle: handle.clone(),
+        order: SessionOrder::default(),
+        token: token.clone(),
+    });
+    let writer_session = SessionContext {
+        connection,
+        session_id: session.session_id,
+        timeout_ms: session.timeout_ms,
+        auth: session.auth.clone(),
+    };
     let writer_task = tokio::spawn(write_loop(
-        shared.clone(),
+        conn.clone(),
         writer,
         steps,
         events,
-        token.clone(),
-        order.clone(),
-        SessionContext {
-            connection,
-            session_id: session.session_id,
-            timeout_ms: session.timeout_ms,
-            auth: session.auth.clone(),
-        },
-        handle.clone(),
+        writer_session,
     ));
-    let result = read_loop(
-        &shared,
-        &mut reader,
-        buf,
-        &order,
-        session,
-        steps_tx,
-        &token,
-        &handle,
-    )
-    .await;
+    let result = read_loop(&conn, &mut reader, buf, session, steps_tx).await;
     // The writer finishes what was read (a closeSession reply, say) unless
     // the connection was killed; then everything it held is released.
     let _ = writer_task.await;
@@ -325,17 +328,14 @@ async fn next_frame(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn read_loop(
-    shared: &Shared,
+    conn: &Connection,
     reader: &mut OwnedReadHalf,
     mut buf: BytesMut,
-    order: &SessionOrder,
     mut session: SessionContext,
     steps: mpsc::Sender<Step>,
-    token: &CancellationToken,
-    handle: &ConnectionHandle,
 ) -> Result<(), ConnectionError> {
+    let (shared, handle, token) = (&*conn.shared, &*conn.handle, &conn.token);
     let max_frame = shared.config.jute_max_buffer;
     let mut sasl = crate::sasl::SaslExchange::default();
     loop {
@@ -362,7 +362,7 @@ async fn read_loop(
                 tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let step = pipeline::malformed(shared, &session, header.xid, header.op);
-                let step = schedule(shared, &session, order, handle, step);
+                let step = schedule(conn, &session, step);
                 if steps.send(step).await.is_err() {
                     return Ok(());
                 }
@@ -409,7 +409,7 @@ async fn read_loop(
             },
             request => pipeline::step(shared, &session, header.xid, request),
         };
-        let step = schedule(shared, &session, order, handle, step);
+        let step = schedule(conn, &session, step);
         if steps.send(step).await.is_err() {
             return Ok(());
         }
@@ -422,13 +422,8 @@ async fn read_loop(
 
 /// Runs a step now when the session's order allows it, else leaves it for
 /// the writer (see [`SessionOrder`]).
-fn schedule(
-    shared: &Shared,
-    session: &SessionContext,
-    order: &SessionOrder,
-    handle: &ConnectionHandle,
-    step: Step,
-) -> Step {
+fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
+    let order = &conn.order;
     match step {
         Step::Write {
             xid,
@@ -440,7 +435,7 @@ fn schedule(
             order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
             let proposal = match proposal {
                 Proposal::Pending(txn) if order.reads_waiting.load(Ordering::Acquire) == 0 => {
-                    Proposal::Made(shared.propose(&txn))
+                    Proposal::Made(conn.shared.propose(&txn))
                 }
                 proposal => proposal,
             };
@@ -454,7 +449,7 @@ fn schedule(
         }
         Step::Read { xid, request, auth } => {
             if order.writes_unfinished.load(Ordering::Acquire) == 0 {
-                return Step::Reply(answer_read(shared, session, handle, &auth, xid, request));
+                return Step::Reply(answer_read(conn, session, &auth, xid, request));
             }
             order.reads_waiting.fetch_add(1, Ordering::AcqRel);
             Step::Read { xid, request, auth }
@@ -470,19 +465,19 @@ fn schedule(
 
 /// A read's reply, preceded by any events `setWatches` owes the client.
 fn answer_read(
-    shared: &Shared,
+    conn: &Connection,
     session: &SessionContext,
-    handle: &ConnectionHandle,
     auth: &[Id],
     xid: i32,
     request: Request,
 ) -> Bytes {
+    let shared = &*conn.shared;
     let started = Instant::now();
     let op = request.op_code();
     let mut fired = Vec::new();
     let answer = pipeline::answer_read(shared, session, auth, xid, request, &mut fired);
     let latency_ms = started.elapsed().as_millis() as u64;
-    record_activity(shared, handle, op, xid, shared.last_zxid(), latency_ms);
+    record_activity(conn, op, xid, shared.last_zxid(), latency_ms);
     if fired.is_empty() {
         return answer;
     }
@@ -542,11 +537,8 @@ enum WriteAnswer {
     Cancelled,
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn await_write(
-    shared: &Shared,
-    handle: &ConnectionHandle,
-    token: &CancellationToken,
+    conn: &Connection,
     xid: i32,
     op: i32,
     shape: &pipeline::ReplyShape,
@@ -560,28 +552,21 @@ async fn await_write(
     let committed = tokio::select! {
         biased;
         committed = committed => committed,
-        _ = token.cancelled() => return WriteAnswer::Cancelled,
+        _ = conn.token.cancelled() => return WriteAnswer::Cancelled,
     };
     match committed {
         Ok(committed) => {
             let latency_ms = received.elapsed().as_millis() as u64;
-            record_activity(shared, handle, op, xid, committed.zxid, latency_ms);
+            record_activity(conn, op, xid, committed.zxid, latency_ms);
             WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed))
         }
         Err(_) => WriteAnswer::Lost,
     }
 }
 
-fn record_activity(
-    shared: &Shared,
-    handle: &ConnectionHandle,
-    op: i32,
-    xid: i32,
-    zxid: i64,
-    latency_ms: u64,
-) {
-    shared.stats.record_latency(latency_ms);
-    let mut activity = handle.activity.lock().expect("activity poisoned");
+fn record_activity(conn: &Connection, op: i32, xid: i32, zxid: i64, latency_ms: u64) {
+    conn.shared.stats.record_latency(latency_ms);
+    let mut activity = conn.handle.activity.lock().expect("activity poisoned");
     activity.last_op = crate::four_letter::op_name(op);
     activity.last_cxid = xid;
     activity.last_zxid = zxid;
@@ -589,17 +574,14 @@ fn record_activity(
     activity.latency.record(latency_ms);
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn write_loop(
-    shared: Arc<Shared>,
+    conn: Arc<Connection>,
     mut writer: OwnedWriteHalf,
     mut steps: mpsc::Receiver<Step>,
     mut events: mpsc::Receiver<WatchEvent>,
-    token: CancellationToken,
-    order: Arc<SessionOrder>,
     session: SessionContext,
-    handle: Arc<ConnectionHandle>,
 ) {
+    let (shared, handle, token, order) = (&*conn.shared, &*conn.handle, &conn.token, &conn.order);
     let mut out = BytesMut::with_capacity(FLUSH_BYTES);
     let mut frames_out = 0u64;
     loop {
@@ -630,7 +612,7 @@ async fn write_loop(
                             Proposal::Pending(txn) => shared.propose(&txn),
                             Proposal::Made(committed) => committed,
                         };
-                        let answer = await_write(&shared, &handle, &token, xid, op, &shape, committed, received).await;
+                        let answer = await_write(&conn, xid, op, &shape, committed, received).await;
                         order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
                         match answer {
                             WriteAnswer::Reply(bytes) => Some(bytes),
@@ -639,16 +621,16 @@ async fn write_loop(
                         }
                     }
                     Step::Sync { xid, path, read_index } => {
-                        let synced = await_sync(&shared, &token, read_index).await;
+                        let synced = await_sync(shared, token, read_index).await;
                         order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
                         match synced {
-                            SyncAnswer::Synced => Some(pipeline::sync_reply(&shared, xid, path)),
+                            SyncAnswer::Synced => Some(pipeline::sync_reply(shared, xid, path)),
                             SyncAnswer::Lost => { close = true; None }
                             SyncAnswer::Cancelled => break,
                         }
                     }
                     Step::Read { xid, request, auth } => {
-                        let answer = answer_read(&shared, &session, &handle, &auth, xid, request);
+                        let answer = answer_read(&conn, &session, &auth, xid, request);
                         order.reads_waiting.fetch_sub(1, Ordering::AcqRel);
                         Some(answer)
                     }
