@@ -2,6 +2,7 @@
 //! multi, pipelining, chroot, auth and ACLs. Each test runs on every
 //! available server kind (see `common`).
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -10,31 +11,17 @@ use client::{
     perms, Acl, ClientInfo, ConnectOptions, CreateMode, CreateOptions, Error, Id, Op, OpResult,
     ReadOp, ReadResult, SessionState, WatcherType,
 };
-use common::{bounded, join_all, kinds, Server};
+use common::{join_all, Server};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
-/// A test that runs `$body(&mut Server)` on each server kind in turn.
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(LIMIT, $body(&mut server)).await;
-            }
-        }
-    };
-}
-
-on_every_server!(crud_and_stat, crud_and_stat_on);
-on_every_server!(errors_are_typed, errors_on);
-on_every_server!(sequential_ephemeral_container_ttl, node_kinds_on);
-on_every_server!(multi_and_multi_read, multi_on);
-on_every_server!(pipelining, pipelining_on);
-on_every_server!(chroot, chroot_on);
-on_every_server!(digest_auth_and_acl, auth_on);
+on_every_server!(crud_and_stat, crud_and_stat_on, LIMIT);
+on_every_server!(errors_are_typed, errors_on, LIMIT);
+on_every_server!(sequential_ephemeral_container_ttl, node_kinds_on, LIMIT);
+on_every_server!(multi_and_multi_read, multi_on, LIMIT);
+on_every_server!(pipelining, pipelining_on, LIMIT);
+on_every_server!(chroot, chroot_on, LIMIT);
+on_every_server!(digest_auth_and_acl, auth_on, LIMIT);
 
 async fn crud_and_stat_on(server: &mut Server) {
     let c = server.client().await;

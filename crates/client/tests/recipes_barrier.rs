@@ -1,5 +1,6 @@
 //! The barrier and the double barrier against real servers.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -7,21 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::recipes::{Barrier, DoubleBarrier};
-use common::{bounded, join_all, kinds, Server};
+use common::{join_all, Server};
 use tokio::sync::oneshot;
-
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(Duration::from_secs(90), $body(&mut server)).await;
-            }
-        }
-    };
-}
 
 // In a module so that `cargo test recipes` selects them.
 mod recipes {

@@ -1,25 +1,13 @@
 //! The shared counter and the watched value against real servers.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use client::recipes::{ConfigValue, Counter, ValueChanges};
 use client::{Bytes, ConnectOptions, CreateMode, Error, SessionState};
-use common::{bounded, join_all, kinds, Proxy, Server};
-
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(Duration::from_secs(90), $body(&mut server)).await;
-            }
-        }
-    };
-}
+use common::{join_all, Proxy, Server};
 
 // In a module so that `cargo test recipes` selects them.
 mod recipes {

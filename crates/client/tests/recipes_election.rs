@@ -1,5 +1,6 @@
 //! Leader election and group membership against real servers.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -8,21 +9,8 @@ use std::time::Duration;
 
 use client::recipes::{GroupMembership, Leader, LeaderChanges, LeaderElection, MemberChanges};
 use client::Error;
-use common::{bounded, kinds, Server};
+use common::Server;
 use tokio::sync::mpsc;
-
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(Duration::from_secs(90), $body(&mut server)).await;
-            }
-        }
-    };
-}
 
 // In a module so that `cargo test recipes` selects them.
 mod recipes {

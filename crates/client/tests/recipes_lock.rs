@@ -2,6 +2,7 @@
 //! contention and when its holder's session ends, the read-write lock, the
 //! semaphore.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
@@ -10,30 +11,41 @@ use std::time::Duration;
 
 use client::recipes::{Lock, ReadWriteLock, Semaphore};
 use client::{Client, ConnectOptions, CreateMode, Error, SessionState};
-use common::{bounded, join_all, kinds, Proxy, Server};
-
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(Duration::from_secs(120), $body(&mut server)).await;
-            }
-        }
-    };
-}
+use common::{join_all, Proxy, Server};
 
 // In a module so that `cargo test recipes` selects them.
 mod recipes {
     use super::*;
-    on_every_server!(lock_excludes_under_contention, lock_contention_on);
-    on_every_server!(lock_passes_on_when_the_holder_goes, lock_holder_goes_on);
-    on_every_server!(lock_passes_on_when_the_holder_expires, lock_expiry_on);
-    on_every_server!(lock_survives_connection_loss, lock_connection_loss_on);
-    on_every_server!(read_write_lock_shares_and_excludes, rwlock_on);
-    on_every_server!(semaphore_never_exceeds_its_leases, semaphore_on);
+    on_every_server!(
+        lock_excludes_under_contention,
+        lock_contention_on,
+        Duration::from_secs(120)
+    );
+    on_every_server!(
+        lock_passes_on_when_the_holder_goes,
+        lock_holder_goes_on,
+        Duration::from_secs(120)
+    );
+    on_every_server!(
+        lock_passes_on_when_the_holder_expires,
+        lock_expiry_on,
+        Duration::from_secs(120)
+    );
+    on_every_server!(
+        lock_survives_connection_loss,
+        lock_connection_loss_on,
+        Duration::from_secs(120)
+    );
+    on_every_server!(
+        read_write_lock_shares_and_excludes,
+        rwlock_on,
+        Duration::from_secs(120)
+    );
+    on_every_server!(
+        semaphore_never_exceeds_its_leases,
+        semaphore_on,
+        Duration::from_secs(120)
+    );
 }
 
 /// Polls `children` of `dir` until there are `n` (background deletes take a

@@ -1,5 +1,6 @@
 //! The queue recipes against real servers.
 
+#[macro_use]
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
@@ -7,20 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use client::recipes::{PriorityQueue, Queue};
-use common::{bounded, join_all, kinds, Server};
-
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(Duration::from_secs(90), $body(&mut server)).await;
-            }
-        }
-    };
-}
+use common::{join_all, Server};
 
 // In a module so that `cargo test recipes` selects them.
 mod recipes {

@@ -1,31 +1,19 @@
 //! Watches against real servers: one-shot watches as futures, persistent
 //! and recursive watches as streams, removal and checks.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
 
 use client::{CreateMode, Error, EventType, KeeperState, WatchStream, WatchedEvent, WatcherType};
-use common::{bounded, kinds, Kind, Server};
+use common::{Kind, Server};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-macro_rules! on_every_server {
-    ($name:ident, $body:ident) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn $name() {
-            for kind in kinds() {
-                eprintln!("--- {} on {kind:?}", stringify!($name));
-                let mut server = Server::start(kind);
-                bounded(LIMIT, $body(&mut server)).await;
-            }
-        }
-    };
-}
-
-on_every_server!(one_shot_watches, one_shot_on);
-on_every_server!(persistent_watches, persistent_on);
-on_every_server!(removing_and_checking_watches, remove_on);
+on_every_server!(one_shot_watches, one_shot_on, LIMIT);
+on_every_server!(persistent_watches, persistent_on, LIMIT);
+on_every_server!(removing_and_checking_watches, remove_on, LIMIT);
 
 fn is(event: &WatchedEvent, event_type: EventType, path: &str) -> bool {
     event.event_type == event_type

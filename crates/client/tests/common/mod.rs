@@ -425,3 +425,23 @@ impl Drop for Proxy {
         self.task.abort();
     }
 }
+
+/// Defines a test that runs `$body(&mut Server)` against every server kind
+/// available here (Paddock, and Apache ZooKeeper when installed), each
+/// bounded in time (90 s unless given).
+#[macro_export]
+macro_rules! on_every_server {
+    ($name:ident, $body:ident) => {
+        on_every_server!($name, $body, std::time::Duration::from_secs(90));
+    };
+    ($name:ident, $body:ident, $limit:expr) => {
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $name() {
+            for kind in $crate::common::kinds() {
+                eprintln!("--- {} on {kind:?}", stringify!($name));
+                let mut server = $crate::common::Server::start(kind);
+                $crate::common::bounded($limit, $body(&mut server)).await;
+            }
+        }
+    };
+}
