@@ -146,7 +146,9 @@ async fn run(
     };
     let connect = ConnectRequest::decode(&mut Reader::new(frame))?;
     let connection = next_connection_id(&shared);
-    let Some(session) = establish(&shared, &connect, connection, remote, &mut writer).await? else {
+    let Some((session, connect_response)) =
+        establish(&shared, &connect, connection, remote, &mut writer).await?
+    else {
         return Ok(());
     };
 
@@ -173,6 +175,11 @@ async fn run(
     }
 
     let (steps_tx, steps) = mpsc::channel(STEPS_QUEUED_MAX);
+    // The connect response goes out first, now that the connection is
+    // registered and owns its session.
+    steps_tx
+        .try_send(Step::Reply(connect_response))
+        .expect("a new channel has room for one step");
     let conn = Arc::new(Connection {
         shared: shared.clone(),
         handle: handle.clone(),
@@ -205,15 +212,17 @@ async fn run(
     result
 }
 
-/// Creates a session or resumes one. `None` when the client was refused
-/// with an expired-session response.
+/// Creates a session or resumes one, returning it with the connect
+/// response to send once the connection is registered (so that a client
+/// that has its response is visible to `stat` and to its session's owner).
+/// `None` when the client was refused with an expired-session response.
 async fn establish(
     shared: &Shared,
     connect: &ConnectRequest,
     connection: u64,
     remote: SocketAddr,
     writer: &mut OwnedWriteHalf,
-) -> Result<Option<SessionContext>, ConnectionError> {
+) -> Result<Option<(SessionContext, Bytes)>, ConnectionError> {
     let ours = shared.last_zxid();
     if connect.last_zxid_seen > ours {
         return Err(ConnectionError::FromTheFuture {
@@ -268,14 +277,16 @@ async fn establish(
         password,
         read_only,
     };
-    writer.write_all(&reply::bare(&response)).await?;
     tracing::debug!(%remote, session = format!("{session_id:#x}"), timeout_ms, "session established");
-    Ok(Some(SessionContext {
-        connection,
-        session_id,
-        timeout_ms,
-        auth: Arc::new(vec![Id::new("ip", remote.ip().to_string())]),
-    }))
+    Ok(Some((
+        SessionContext {
+            connection,
+            session_id,
+            timeout_ms,
+            auth: Arc::new(vec![Id::new("ip", remote.ip().to_string())]),
+        },
+        reply::bare(&response),
+    )))
 }
 
 async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes), ConnectionError> {
