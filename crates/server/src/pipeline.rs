@@ -21,10 +21,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use jute::{
-    AddWatchRequest, ClientInfo, CreateMode, ErrorCode, GetACLResponse,
-    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode, ReadOp, Request,
-    StatResponse, SyncResponse, WhoAmIResponse,
+    AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest, ErrorCode,
+    GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
+    GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode,
+    ReadOp, Request, StatResponse, SyncResponse, WhoAmIResponse,
 };
 use tokio::sync::oneshot;
 use tree::{Outcome, Txn, TxnOp};
@@ -121,26 +121,14 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
 
     match request {
         Request::Ping => Step::Reply(reply::header_only(xid, shared.last_zxid(), ErrorCode::Ok)),
-        Request::Create { op, req } => {
-            match create_op(shared, op, req.path, req.data, req.acl, req.flags, -1) {
-                Ok((txn_op, shape)) => write(txn_op, shape),
-                Err(err) => refuse_write(err),
-            }
-        }
-        Request::CreateTtl(req) => {
-            match create_op(
-                shared,
-                OpCode::CreateTtl,
-                req.path,
-                req.data,
-                req.acl,
-                req.flags,
-                req.ttl,
-            ) {
-                Ok((txn_op, shape)) => write(txn_op, shape),
-                Err(err) => refuse_write(err),
-            }
-        }
+        Request::Create { op, req } => match create_op(shared, op, req, -1) {
+            Ok((txn_op, shape)) => write(txn_op, shape),
+            Err(err) => refuse_write(err),
+        },
+        Request::CreateTtl(req) => match create_ttl_op(shared, req) {
+            Ok((txn_op, shape)) => write(txn_op, shape),
+            Err(err) => refuse_write(err),
+        },
         Request::Delete(req) => write(
             TxnOp::Delete {
                 path: req.path,
@@ -269,17 +257,32 @@ fn check_acl_schemes(shared: &Shared, acl: &[jute::Acl]) -> Result<(), ErrorCode
     Ok(())
 }
 
+/// A createTTL is a create with a TTL.
+fn create_ttl_op(shared: &Shared, req: CreateTTLRequest) -> Result<(TxnOp, ReplyShape), ErrorCode> {
+    let create = CreateRequest {
+        path: req.path,
+        data: req.data,
+        acl: req.acl,
+        flags: req.flags,
+    };
+    create_op(shared, OpCode::CreateTtl, create, req.ttl)
+}
+
 /// Validates what depends on configuration rather than on the tree (that
 /// is checked at apply time) and builds the create txn.
+/// `ttl_ms` is -1 for every create but createTTL, as ZooKeeper sends it.
 fn create_op(
     shared: &Shared,
     op: OpCode,
-    path: String,
-    data: Bytes,
-    acl: Vec<jute::Acl>,
-    flags: i32,
+    req: CreateRequest,
     ttl_ms: i64,
 ) -> Result<(TxnOp, ReplyShape), ErrorCode> {
+    let CreateRequest {
+        path,
+        data,
+        acl,
+        flags,
+    } = req;
     let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
     check_acl_schemes(shared, &acl)?;
     if mode.is_ttl() && !shared.config.extended_types_enabled {
@@ -326,17 +329,9 @@ fn multi_ops(
                 } else {
                     op
                 };
-                create_op(shared, op, req.path, req.data, req.acl, req.flags, -1)?
+                create_op(shared, op, req, -1)?
             }
-            MultiOp::CreateTtl(req) => create_op(
-                shared,
-                OpCode::CreateTtl,
-                req.path,
-                req.data,
-                req.acl,
-                req.flags,
-                req.ttl,
-            )?,
+            MultiOp::CreateTtl(req) => create_ttl_op(shared, req)?,
             MultiOp::Delete(req) => (
                 TxnOp::Delete {
                     path: req.path,
