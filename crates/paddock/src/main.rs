@@ -32,6 +32,9 @@ enum Command {
     /// runs the -c commands (or the trailing command words) and exits,
     /// non-zero if one failed.
     Shell(ShellArgs),
+    /// Benchmarks against any ZooKeeper-protocol server, and `bench compare`:
+    /// Paddock and Apache ZooKeeper side by side on this machine.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -88,6 +91,7 @@ fn main() -> std::process::ExitCode {
             init_logging();
             cluster::run(args, wait_for_shutdown)
         }
+        Command::Bench(args) => bench::run(args),
         // No logging: the shell's output is zkCli's, with nothing between.
         Command::Shell(args) => return shell(args),
     };

@@ -1,0 +1,232 @@
+//! `paddock bench compare`: every workload against Apache ZooKeeper and
+//! Paddock, standalone and as 3-server ensembles, each run on fresh
+//! servers with the same settings and the same data disk; then the
+//! report.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::bail;
+
+use crate::deploy::{System, TargetArgs};
+use crate::machine::Machine;
+use crate::measure::Measurement;
+use crate::report;
+use crate::workloads::{barrier, crud, failover, latency, mix, statesize, treesize, watch, Job};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct CompareArgs {
+    /// Small sizes and short runs: a few minutes instead of about an hour.
+    #[arg(long)]
+    pub quick: bool,
+    /// Where REPORT.md, the plots and the JSON of every run go.
+    #[arg(long, default_value = "bench/results")]
+    pub out: PathBuf,
+    /// Where the servers keep their data (both systems on the same disk).
+    #[arg(long, default_value = "target/bench-data")]
+    pub data_dir: PathBuf,
+    /// Run only these workloads (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+}
+
+/// One workload on one topology, to run against both systems.
+pub struct Planned {
+    pub servers: usize,
+    pub job: Job,
+    /// snapCount for this run's servers, when not the default.
+    pub snap_count: Option<u64>,
+}
+
+/// What one system did in one planned run.
+pub struct Outcome {
+    pub servers: usize,
+    pub workload: &'static str,
+    pub system: System,
+    pub result: Result<Measurement, String>,
+}
+
+pub fn topology(servers: usize) -> String {
+    if servers == 1 {
+        "standalone".into()
+    } else {
+        format!("{servers}-server ensemble")
+    }
+}
+
+/// ZooKeeper's heap: enough for the largest state the plan builds.
+fn zk_heap_mb(quick: bool) -> u32 {
+    if quick {
+        1024
+    } else {
+        6144
+    }
+}
+
+fn plan(quick: bool) -> Vec<Planned> {
+    let q = |quick_value, full_value| if quick { quick_value } else { full_value };
+    let mix = Job::Mix(mix::MixArgs {
+        sessions: q(8, 32),
+        outstanding: q(8, 16),
+        znodes: q(200, 1000),
+        value_size: 1024,
+        read_ratios: if quick {
+            vec![0.0, 0.5, 0.9, 1.0]
+        } else {
+            vec![0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
+        },
+        seconds: q(2, 10) as f64,
+        warmup: q(1, 3) as f64,
+    });
+    let latency = Job::Latency(latency::LatencyArgs {
+        ops: q(300, 10_000),
+        value_size: 1024,
+    });
+    let crud = Job::Crud(crud::CrudArgs {
+        clients: q(10, 100),
+        znodes: q(100, 1000),
+        value_sizes: vec![1024, 10240],
+    });
+    let barrier = Job::Barrier(barrier::BarrierArgs {
+        clients: q(10, 50),
+        barriers: q(20, 200),
+    });
+    let watch = Job::Watch(watch::WatchArgs {
+        clients: q(100, 1000),
+        rounds: q(3, 5),
+    });
+    let treesize = Job::TreeSize(treesize::TreeSizeArgs {
+        sizes: if quick {
+            vec![0, 10_000, 50_000]
+        } else {
+            vec![0, 100_000, 1_000_000]
+        },
+        value_size: 128,
+        sessions: q(8, 32),
+        outstanding: q(8, 16),
+        seconds: q(2, 5) as f64,
+    });
+    let statesize = Job::StateSize(statesize::StateSizeArgs {
+        megabytes: q(64, 2048),
+        value_size: 10_240,
+        loaders: 4,
+        step_megabytes: q(8, 128),
+    });
+    let failover = Job::Failover(failover::FailoverArgs {
+        kills: q(2, 5),
+        settle: q(1, 3) as f64,
+        leader_pid: None,
+    });
+    let planned = |servers, job| Planned {
+        servers,
+        job,
+        snap_count: None,
+    };
+    vec![
+        planned(1, mix.clone()),
+        planned(1, latency.clone()),
+        planned(1, crud),
+        planned(1, barrier.clone()),
+        planned(1, watch.clone()),
+        planned(1, treesize),
+        // Small enough in quick mode that the default snapCount would take
+        // no snapshot at all; the point is the latency while one is taken.
+        Planned {
+            servers: 1,
+            job: statesize,
+            snap_count: quick.then_some(2000),
+        },
+        planned(3, mix),
+        planned(3, latency),
+        planned(3, barrier),
+        planned(3, watch),
+        planned(3, failover),
+    ]
+}
+
+pub fn run(args: CompareArgs) -> anyhow::Result<()> {
+    let mut planned = plan(args.quick);
+    if !args.only.is_empty() {
+        planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
+        if planned.is_empty() {
+            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover");
+        }
+    }
+    std::fs::create_dir_all(&args.data_dir)?;
+    let machine = Machine::probe(&args.data_dir);
+    let began = Instant::now();
+    let total = planned.len() * 2;
+    let mut outcomes = Vec::new();
+    for p in &planned {
+        for system in [System::Zookeeper, System::Paddock] {
+            let topology = topology(p.servers);
+            eprintln!(
+                "\n[{}/{total}] {} on {} {topology} ({:.0} s so far)",
+                outcomes.len() + 1,
+                p.job.name(),
+                system.name(),
+                began.elapsed().as_secs_f64()
+            );
+            let dir =
+                args.data_dir
+                    .join(format!("{}-{}-{}", p.servers, p.job.name(), system.name()));
+            let mut target =
+                TargetArgs::started(system, p.servers, dir.clone(), zk_heap_mb(args.quick));
+            if let Some(snap_count) = p.snap_count {
+                target.snap_count = snap_count;
+            }
+            let result = match crate::measure_one(&p.job, &target) {
+                Ok(m) => {
+                    // Kept only when the run failed, for its logs.
+                    let _ = std::fs::remove_dir_all(&dir);
+                    print!("{}", m.table());
+                    let json = args.out.join("json").join(format!(
+                        "{}-{}-{}.json",
+                        p.servers,
+                        p.job.name(),
+                        system.name()
+                    ));
+                    m.write_json(&json)?;
+                    Ok(m)
+                }
+                Err(error) => {
+                    eprintln!("FAILED: {error:#}");
+                    Err(format!("{error:#}"))
+                }
+            };
+            outcomes.push(Outcome {
+                servers: p.servers,
+                workload: p.job.name(),
+                system,
+                result,
+            });
+        }
+    }
+    let command = format!(
+        "bench/compare{}{}",
+        if args.quick { " --quick" } else { "" },
+        if args.only.is_empty() {
+            String::new()
+        } else {
+            format!(" --only {}", args.only.join(","))
+        }
+    );
+    let report = report::write(&args.out, &machine, &outcomes, &command, began.elapsed())?;
+    eprintln!("\nreport written to {}", report.display());
+    let failed: Vec<String> = outcomes
+        .iter()
+        .filter(|o| o.result.is_err())
+        .map(|o| {
+            format!(
+                "{} on {} {}",
+                o.workload,
+                o.system.name(),
+                topology(o.servers)
+            )
+        })
+        .collect();
+    if !failed.is_empty() {
+        bail!("{} runs failed: {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}

@@ -1,0 +1,207 @@
+//! What a workload runs against: a server or ensemble that is already
+//! running (`--target`), or one this tool starts for the run (`--start`),
+//! which it can also kill, restart and weigh.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use launch::{Cluster, Flavor, Spec};
+
+/// A server implementation this tool can start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum System {
+    Paddock,
+    Zookeeper,
+}
+
+impl System {
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Paddock => "paddock",
+            System::Zookeeper => "zookeeper",
+        }
+    }
+}
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct TargetArgs {
+    /// Connect string of a running server or ensemble (host:port,...).
+    #[arg(long, conflicts_with = "start", required_unless_present = "start")]
+    pub target: Option<String>,
+    /// Start this system on loopback for the run instead, with every write
+    /// fsynced before it is acknowledged.
+    #[arg(long, value_enum)]
+    pub start: Option<System>,
+    /// Servers to start with --start: 1 (standalone), 3 or 5.
+    #[arg(long, default_value_t = 1)]
+    pub servers: usize,
+    /// Where started servers keep their data (a fresh temporary directory
+    /// when not given); both systems should use the same disk.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Apache ZooKeeper's JVM heap (-Xmx) with --start zookeeper.
+    #[arg(long, default_value_t = 4096)]
+    pub zk_heap_mb: u32,
+    /// snapCount of started servers: transactions between snapshots.
+    #[arg(long, default_value_t = 100_000)]
+    pub snap_count: u64,
+    /// The PID of the target's server, when not started here: memory
+    /// figures need it.
+    #[arg(long)]
+    pub pid: Option<u32>,
+}
+
+impl TargetArgs {
+    /// A target started by this tool.
+    pub fn started(system: System, servers: usize, data_dir: PathBuf, zk_heap_mb: u32) -> Self {
+        TargetArgs {
+            target: None,
+            start: Some(system),
+            servers,
+            data_dir: Some(data_dir),
+            zk_heap_mb,
+            snap_count: 100_000,
+            pid: None,
+        }
+    }
+
+    /// The flags that select this target, for the reproducing command.
+    pub fn flags(&self) -> String {
+        match (&self.target, self.start) {
+            (_, Some(system)) => {
+                let mut flags = format!("--start {} --servers {}", system.name(), self.servers);
+                if system == System::Zookeeper {
+                    flags += &format!(" --zk-heap-mb {}", self.zk_heap_mb);
+                }
+                if self.snap_count != 100_000 {
+                    flags += &format!(" --snap-count {}", self.snap_count);
+                }
+                flags
+            }
+            (Some(target), None) => format!("--target {target}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// The servers of one run.
+pub struct Deployment {
+    label: String,
+    connect: String,
+    pid: Option<u32>,
+    started: Option<Started>,
+}
+
+struct Started {
+    cluster: Cluster,
+    /// Removed when the run ends, if the tool made it.
+    _temporary: Option<tempfile::TempDir>,
+}
+
+impl Deployment {
+    pub fn open(args: &TargetArgs) -> anyhow::Result<Deployment> {
+        match (&args.target, args.start) {
+            (Some(target), _) => Ok(Deployment {
+                label: target.clone(),
+                connect: target.clone(),
+                pid: args.pid,
+                started: None,
+            }),
+            (None, Some(system)) => Self::start(args, system),
+            (None, None) => bail!("say what to measure: --target HOST:PORT or --start SYSTEM"),
+        }
+    }
+
+    fn start(args: &TargetArgs, system: System) -> anyhow::Result<Deployment> {
+        let (dir, temporary) = match &args.data_dir {
+            Some(dir) => {
+                if dir.exists() {
+                    std::fs::remove_dir_all(dir)
+                        .with_context(|| format!("clearing {}", dir.display()))?;
+                }
+                (dir.clone(), None)
+            }
+            None => {
+                let temporary = tempfile::Builder::new()
+                    .prefix("paddock-bench-")
+                    .tempdir()
+                    .context("creating a data directory")?;
+                (temporary.path().to_path_buf(), Some(temporary))
+            }
+        };
+        let flavor = match system {
+            System::Paddock => Flavor::Paddock {
+                binary: std::env::current_exe().context("finding the paddock binary")?,
+            },
+            System::Zookeeper => Flavor::ZooKeeper {
+                heap_mb: args.zk_heap_mb,
+            },
+        };
+        let spec = Spec {
+            snap_count: args.snap_count,
+            ..Spec::new(flavor, args.servers, dir)
+        };
+        let topology = if args.servers == 1 {
+            "standalone".to_string()
+        } else {
+            format!("{}-server ensemble", args.servers)
+        };
+        eprintln!("starting {} {topology}...", system.name());
+        let cluster = Cluster::start(spec)?;
+        Ok(Deployment {
+            label: format!("{} {topology}", system.name()),
+            connect: cluster.connect_string(),
+            pid: None,
+            started: Some(Started {
+                cluster,
+                _temporary: temporary,
+            }),
+        })
+    }
+
+    /// What is measured, as the report names it.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn connect_string(&self) -> &str {
+        &self.connect
+    }
+
+    /// The servers, when this tool started them.
+    pub fn cluster(&mut self) -> Option<&mut Cluster> {
+        self.started.as_mut().map(|s| &mut s.cluster)
+    }
+
+    /// Resident memory of the server (the leader of a started ensemble).
+    pub fn rss_bytes(&mut self) -> Option<u64> {
+        if let Some(pid) = self.pid {
+            return launch::rss_bytes(pid);
+        }
+        let cluster = self.cluster()?;
+        let leader = cluster.leader()?;
+        cluster.servers()[leader].rss_bytes()
+    }
+
+    /// Kills and restarts every server of a started deployment; returns
+    /// how long until every one served again (recovery: reading its
+    /// snapshot and log, rejoining).
+    pub fn restart(&mut self) -> anyhow::Result<Duration> {
+        let Some(cluster) = self.cluster() else {
+            bail!("restart time needs a deployment started by this tool (--start)");
+        };
+        let count = cluster.servers().len();
+        for i in 0..count {
+            cluster.server(i).kill();
+        }
+        let began = Instant::now();
+        for i in 0..count {
+            cluster.server(i).restart()?;
+        }
+        for i in 0..count {
+            cluster.server(i).wait_serving(Duration::from_secs(600))?;
+        }
+        Ok(began.elapsed())
+    }
+}

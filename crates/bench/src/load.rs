@@ -1,0 +1,244 @@
+//! The machinery shared by the workloads: sessions, creating many znodes
+//! fast, and keeping requests outstanding on many sessions for a while.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use bytes::Bytes;
+use client::{Client, ConnectOptions, CreateMode, Error};
+use rand::Rng as _;
+
+use crate::measure::Latencies;
+
+/// Opens `count` sessions, spread over the connect string's servers.
+pub async fn connect(connect: &str, count: usize) -> anyhow::Result<Vec<Client>> {
+    let options = ConnectOptions::new()
+        .session_timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(10));
+    let mut pending = Vec::with_capacity(count);
+    for _ in 0..count {
+        let connect = connect.to_string();
+        let options = options.clone();
+        pending.push(tokio::spawn(async move {
+            Client::connect(&connect, options).await
+        }));
+    }
+    let mut clients = Vec::with_capacity(count);
+    for session in pending {
+        clients.push(
+            session
+                .await?
+                .with_context(|| format!("connecting to {connect}"))?,
+        );
+    }
+    Ok(clients)
+}
+
+pub async fn close_all(clients: Vec<Client>) {
+    for client in clients {
+        client.close().await;
+    }
+}
+
+/// Creates `path` and any missing ancestor, with empty data.
+pub async fn ensure_path(client: &Client, path: &str) -> anyhow::Result<()> {
+    let mut prefix = String::new();
+    for part in path.split('/').filter(|p| !p.is_empty()) {
+        prefix.push('/');
+        prefix.push_str(part);
+        match client.create(&prefix, b"", CreateMode::Persistent).await {
+            Ok(_) | Err(Error::NodeExists { .. }) => {}
+            Err(error) => return Err(error).with_context(|| format!("creating {prefix}")),
+        }
+    }
+    Ok(())
+}
+
+/// Znode paths for `count` nodes under `root`, a thousand per parent as a
+/// real tree spreads them: (parents, leaves).
+pub fn tree_paths(root: &str, count: usize) -> (Vec<String>, Vec<String>) {
+    const FANOUT: usize = 1000;
+    let parents: Vec<String> = (0..count.div_ceil(FANOUT))
+        .map(|p| format!("{root}/p{p:05}"))
+        .collect();
+    let leaves = (0..count)
+        .map(|i| format!("{}/n{i:08}", parents[i / FANOUT]))
+        .collect();
+    (parents, leaves)
+}
+
+/// Creates every path (parents before children: callers pass them in that
+/// order and each batch completes before the next), `outstanding` requests
+/// at a time on each session, with progress on stderr for long runs.
+pub async fn create_all(
+    clients: &[Client],
+    paths: Vec<String>,
+    data: Bytes,
+    outstanding: usize,
+    what: &str,
+) -> anyhow::Result<()> {
+    let total = paths.len();
+    let paths = Arc::new(paths);
+    let next = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicUsize::new(0));
+    let progress = report_progress(what.to_string(), total, done.clone());
+    let mut tasks = Vec::new();
+    for client in clients {
+        for _ in 0..outstanding {
+            let (client, paths, next, done, data) = (
+                client.clone(),
+                paths.clone(),
+                next.clone(),
+                done.clone(),
+                data.clone(),
+            );
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(path) = paths.get(i) else {
+                        return Ok::<(), anyhow::Error>(());
+                    };
+                    create_retrying(&client, path, &data).await?;
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+    }
+    let mut result = Ok(());
+    for task in tasks {
+        if let Err(error) = task.await? {
+            result = Err(error);
+        }
+    }
+    progress.abort();
+    result
+}
+
+async fn create_retrying(client: &Client, path: &str, data: &[u8]) -> anyhow::Result<()> {
+    for _ in 0..5 {
+        match client.create(path, data, CreateMode::Persistent).await {
+            Ok(_) | Err(Error::NodeExists { .. }) => return Ok(()),
+            Err(Error::ConnectionLoss { .. }) => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Err(error) => return Err(error).with_context(|| format!("creating {path}")),
+        }
+    }
+    bail!("creating {path}: the connection kept breaking")
+}
+
+/// Prints `what: done/total` every few seconds until aborted.
+pub fn report_progress(
+    what: String,
+    total: usize,
+    done: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let started = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            let done = done.load(Ordering::Relaxed);
+            eprintln!(
+                "  {what}: {done}/{total} ({:.0}%) after {:.0} s",
+                100.0 * done as f64 / total.max(1) as f64,
+                started.elapsed().as_secs_f64()
+            );
+        }
+    })
+}
+
+/// How long to keep the load up, and how many requests each session keeps
+/// outstanding.
+#[derive(Clone, Copy, Debug)]
+pub struct Drive {
+    pub outstanding: usize,
+    /// Requests in this first stretch are not counted: connections and the
+    /// JIT warm up.
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+/// What a drive measured: the requests that started after the warm-up and
+/// completed before the end.
+pub struct Driven {
+    pub latencies: Latencies,
+    pub elapsed: Duration,
+    pub errors: u64,
+}
+
+/// Reads (getData) with probability `read_ratio`, else writes (setData of
+/// `value`), on keys drawn uniformly from `keys`.
+pub async fn drive(
+    clients: &[Client],
+    drive: Drive,
+    read_ratio: f64,
+    keys: Arc<Vec<String>>,
+    value: Bytes,
+) -> Driven {
+    let began = Instant::now();
+    let measure_from = began + drive.warmup;
+    let end = measure_from + drive.duration;
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for client in clients {
+        for _ in 0..drive.outstanding {
+            let (client, keys, value, errors) =
+                (client.clone(), keys.clone(), value.clone(), errors.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Latencies::default();
+                loop {
+                    let started = Instant::now();
+                    if started >= end {
+                        return latencies;
+                    }
+                    let (key, read) = {
+                        let mut rng = rand::thread_rng();
+                        (
+                            &keys[rng.gen_range(0..keys.len())],
+                            rng.gen_bool(read_ratio),
+                        )
+                    };
+                    let ok = if read {
+                        client.get_data(key).await.is_ok()
+                    } else {
+                        client.set_data(key, &value, None).await.is_ok()
+                    };
+                    let finished = Instant::now();
+                    if !ok {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                    } else if started >= measure_from && finished <= end {
+                        latencies.record(finished - started);
+                    }
+                }
+            }));
+        }
+    }
+    let mut latencies = Latencies::default();
+    for task in tasks {
+        if let Ok(task_latencies) = task.await {
+            latencies.merge(&task_latencies);
+        }
+    }
+    Driven {
+        latencies,
+        elapsed: drive.duration,
+        errors: errors.load(Ordering::Relaxed),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_paths_put_a_thousand_leaves_under_each_parent() {
+        let (parents, leaves) = tree_paths("/t", 2500);
+        assert_eq!(parents, ["/t/p00000", "/t/p00001", "/t/p00002"]);
+        assert_eq!(leaves.len(), 2500);
+        assert_eq!(leaves[999], "/t/p00000/n00000999");
+        assert_eq!(leaves[1000], "/t/p00001/n00001000");
+        assert!(tree_paths("/t", 0).0.is_empty());
+    }
+}

@@ -1,0 +1,102 @@
+//! The machine and the versions behind every figure of a report.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+#[derive(Clone, Debug)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub memory: String,
+    pub kernel: String,
+    /// File system and device of the servers' data directory.
+    pub disk: String,
+    pub paddock: String,
+    pub zookeeper: String,
+    pub java: String,
+}
+
+impl Machine {
+    pub fn probe(data_dir: &Path) -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0);
+        let commit = output("git", &["rev-parse", "--short", "HEAD"]);
+        Machine {
+            cpu: cpuinfo
+                .lines()
+                .find_map(|l| l.strip_prefix("model name"))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+                .unwrap_or_else(|| "unknown".into()),
+            cores: std::thread::available_parallelism().map_or(1, usize::from),
+            memory: format!("{:.1} GiB", memory_kib / (1 << 20) as f64),
+            kernel: output("uname", &["-sr"]).unwrap_or_else(|| "unknown".into()),
+            disk: output(
+                "df",
+                &[
+                    "-T",
+                    "--output=source,fstype",
+                    &data_dir.display().to_string(),
+                ],
+            )
+            .and_then(|out| {
+                out.lines()
+                    .nth(1)
+                    .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            })
+            .unwrap_or_else(|| "unknown".into()),
+            paddock: match commit {
+                Some(commit) => format!(
+                    "{} (commit {commit}, release build)",
+                    env!("CARGO_PKG_VERSION")
+                ),
+                None => format!("{} (release build)", env!("CARGO_PKG_VERSION")),
+            },
+            zookeeper: output("dpkg-query", &["-W", "-f", "${Version}", "zookeeper"])
+                .map(|v| format!("{v} (Debian package zookeeper)"))
+                .unwrap_or_else(|| "not installed".into()),
+            java: Command::new("java")
+                .arg("-version")
+                .output()
+                .ok()
+                .and_then(|o| {
+                    String::from_utf8_lossy(&o.stderr)
+                        .lines()
+                        .next()
+                        .map(str::to_string)
+                })
+                .unwrap_or_else(|| "not installed".into()),
+        }
+    }
+
+    /// A markdown list, one fact a line.
+    pub fn markdown(&self) -> String {
+        let mut out = String::new();
+        for (name, value) in [
+            ("CPU", format!("{} ({} cores)", self.cpu, self.cores)),
+            ("Memory", self.memory.clone()),
+            ("Kernel", self.kernel.clone()),
+            ("Data disk", self.disk.clone()),
+            ("Paddock", self.paddock.clone()),
+            ("Apache ZooKeeper", self.zookeeper.clone()),
+            ("Java", self.java.clone()),
+        ] {
+            let _ = writeln!(out, "- {name}: {value}");
+        }
+        out
+    }
+}
+
+/// A command's trimmed standard output, if it ran and succeeded.
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}

@@ -1,0 +1,448 @@
+//! REPORT.md for a comparison: the machine and versions, the headline
+//! against the goals, plots, and per workload both systems' figures with
+//! their ratio and the commands behind them.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::compare::{topology, Outcome};
+use crate::deploy::System;
+use crate::machine::Machine;
+use crate::measure::{format_value, higher_is_better, Measurement};
+use crate::plot::{Chart, Scale, Series};
+
+/// Metrics left out of the report's tables (still in the JSON).
+const UNREPORTED: &[&str] = &["count", "mean_ms", "p90_ms"];
+
+pub fn write(
+    out: &Path,
+    machine: &Machine,
+    outcomes: &[Outcome],
+    command: &str,
+    took: Duration,
+) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let results = Results(outcomes);
+    let mut md = String::new();
+    let _ = writeln!(md, "# Paddock and Apache ZooKeeper, side by side\n");
+    let _ = writeln!(
+        md,
+        "Written by `{command}` in {:.0} minutes. Every figure below comes from this run, \
+         with both systems on this machine, one after the other, each run on freshly \
+         started servers.\n",
+        took.as_secs_f64() / 60.0
+    );
+    let _ = writeln!(md, "## Machine and versions\n\n{}", machine.markdown());
+    let _ = writeln!(
+        md,
+        "## Settings\n\n\
+         - Both systems fsync every write before acknowledging it (ZooKeeper's default \
+         `forceSync=yes`; Paddock always), with their data on the same disk.\n\
+         - Servers on loopback; ensembles are 3 voters on this one machine. zoo.cfg: \
+         tickTime=2000, initLimit=10, syncLimit=5, snapCount=100000 unless a workload says \
+         otherwise, maxClientCnxns=0.\n\
+         - Apache ZooKeeper: `java -Xmx<heap> org.apache.zookeeper.server.quorum.QuorumPeerMain`, \
+         heap as in each command's `--zk-heap-mb`.\n\
+         - The load comes from `paddock bench` (Paddock's Rust client, one process) on the \
+         same cores as the servers.\n\
+         - \"Paddock vs ZooKeeper\" is how many times better Paddock did: higher throughput, \
+         or lower latency, memory and time. Below 1 means worse.\n"
+    );
+    let _ = writeln!(md, "## Headline, against the goals\n");
+    md += &results.headline();
+    let _ = writeln!(md, "\n## Plots\n");
+    for (file, title, chart) in results.charts() {
+        std::fs::write(out.join(file), chart.to_svg())
+            .with_context(|| format!("writing {}", out.join(file).display()))?;
+        let _ = writeln!(md, "![{title}]({file})\n");
+    }
+    let _ = writeln!(md, "## Workloads\n");
+    for outcome in outcomes.iter().filter(|o| o.system == System::Zookeeper) {
+        md += &results.section(outcome.servers, outcome.workload);
+    }
+    let path = out.join("REPORT.md");
+    std::fs::write(&path, md).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path)
+}
+
+struct Results<'a>(&'a [Outcome]);
+
+impl Results<'_> {
+    fn get(&self, servers: usize, workload: &str, system: System) -> Option<&Measurement> {
+        self.0
+            .iter()
+            .find(|o| o.servers == servers && o.workload == workload && o.system == system)
+            .and_then(|o| o.result.as_ref().ok())
+    }
+
+    fn metric(
+        &self,
+        servers: usize,
+        workload: &str,
+        system: System,
+        row: &str,
+        metric: &str,
+    ) -> Option<f64> {
+        let m = self.get(servers, workload, system)?;
+        m.rows
+            .iter()
+            .find(|r| r.label == row)?
+            .metrics
+            .get(metric)
+            .copied()
+    }
+
+    /// Resident memory per million znodes: the growth of the server's
+    /// memory from the smallest to the largest tree, scaled.
+    fn memory_per_million(&self, system: System) -> Option<f64> {
+        let m = self.get(1, "treesize", system)?;
+        let points: Vec<(f64, f64)> = m
+            .rows
+            .iter()
+            .filter_map(|r| Some((r.x?, *r.metrics.get("rss_mb")?)))
+            .collect();
+        let (first, last) = (points.first()?, points.last()?);
+        (last.0 > first.0).then(|| (last.1 - first.1) / (last.0 - first.0) * 1e6)
+    }
+
+    fn headline(&self) -> String {
+        struct Line {
+            what: String,
+            unit: &'static str,
+            zk: Option<f64>,
+            paddock: Option<f64>,
+            higher_better: bool,
+            goal: &'static str,
+            met: Option<bool>,
+        }
+        let mut lines = Vec::new();
+        for servers in [1, 3] {
+            let t = topology(servers);
+            for (what, row, metric, higher_better, goal, factor) in [
+                (
+                    "write throughput",
+                    "read ratio 0",
+                    "ops_per_sec",
+                    true,
+                    "3x",
+                    3.0,
+                ),
+                (
+                    "read throughput",
+                    "read ratio 1",
+                    "ops_per_sec",
+                    true,
+                    "2x",
+                    2.0,
+                ),
+                (
+                    "p99 latency, 90% reads",
+                    "read ratio 0.9",
+                    "p99_ms",
+                    false,
+                    "a third",
+                    3.0,
+                ),
+            ] {
+                let zk = self.metric(servers, "mix", System::Zookeeper, row, metric);
+                let paddock = self.metric(servers, "mix", System::Paddock, row, metric);
+                lines.push(Line {
+                    what: format!("{what} ({t}, mix)"),
+                    unit: if higher_better { "ops/s" } else { "ms" },
+                    zk,
+                    paddock,
+                    higher_better,
+                    goal,
+                    met: advantage(zk, paddock, higher_better).map(|a| a >= factor),
+                });
+            }
+        }
+        let (zk, paddock) = (
+            self.memory_per_million(System::Zookeeper),
+            self.memory_per_million(System::Paddock),
+        );
+        lines.push(Line {
+            what: "memory per million znodes (standalone, treesize)".into(),
+            unit: "MB",
+            zk,
+            paddock,
+            higher_better: false,
+            goal: "a tenth",
+            met: advantage(zk, paddock, false).map(|a| a >= 10.0),
+        });
+        for metric in ["p999_ms", "max_ms"] {
+            let zk = self.metric(1, "statesize", System::Zookeeper, "whole run", metric);
+            let paddock = self.metric(1, "statesize", System::Paddock, "whole run", metric);
+            let median = self.metric(1, "statesize", System::Paddock, "whole run", "p50_ms");
+            lines.push(Line {
+                what: format!(
+                    "{} latency while the state grows, snapshots included (statesize)",
+                    if metric == "max_ms" { "max" } else { "p99.9" }
+                ),
+                unit: "ms",
+                zk,
+                paddock,
+                higher_better: false,
+                goal: "no spike (within 10x of the median)",
+                met: paddock.zip(median).map(|(p, m)| p <= 10.0 * m),
+            });
+        }
+        let zk = self.metric(
+            3,
+            "failover",
+            System::Zookeeper,
+            "all kills",
+            "median_gap_s",
+        );
+        let paddock = self.metric(3, "failover", System::Paddock, "all kills", "median_gap_s");
+        lines.push(Line {
+            what: "failover gap, median of kills (3-server ensemble)".into(),
+            unit: "s",
+            zk,
+            paddock,
+            higher_better: false,
+            goal: "under 1 s",
+            met: paddock.map(|p| p < 1.0),
+        });
+        let mut md = String::from(
+            "| measure | unit | ZooKeeper | Paddock | Paddock vs ZooKeeper | goal | met |\n\
+             |---|---|---:|---:|---:|---|---|\n",
+        );
+        for l in lines {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                l.what,
+                l.unit,
+                cell(l.zk),
+                cell(l.paddock),
+                ratio_cell(advantage(l.zk, l.paddock, l.higher_better)),
+                l.goal,
+                match l.met {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "not measured",
+                }
+            );
+        }
+        md
+    }
+
+    fn section(&self, servers: usize, workload: &str) -> String {
+        let mut md = String::new();
+        let _ = writeln!(md, "### {workload}, {}\n", topology(servers));
+        let zk = self.get(servers, workload, System::Zookeeper);
+        let paddock = self.get(servers, workload, System::Paddock);
+        for system in [System::Zookeeper, System::Paddock] {
+            let outcome = self
+                .0
+                .iter()
+                .find(|o| o.servers == servers && o.workload == workload && o.system == system);
+            match outcome.map(|o| &o.result) {
+                Some(Ok(m)) => {
+                    let _ = writeln!(md, "- {}: `{}`", system.name(), m.command);
+                }
+                Some(Err(error)) => {
+                    let _ = writeln!(md, "- {}: **failed**: {error}", system.name());
+                }
+                None => {}
+            }
+        }
+        if let Some(m) = zk.or(paddock) {
+            let settings: Vec<String> =
+                m.settings.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = writeln!(md, "- settings: {}", settings.join(", "));
+            for note in &m.notes {
+                let _ = writeln!(md, "- {note}");
+            }
+        }
+        let _ = writeln!(
+            md,
+            "\n| | metric | ZooKeeper | Paddock | Paddock vs ZooKeeper |\n|---|---|---:|---:|---:|"
+        );
+        let rows = zk.or(paddock).map(|m| m.rows.as_slice()).unwrap_or(&[]);
+        for row in rows {
+            for (metric, _) in row
+                .metrics
+                .iter()
+                .filter(|(k, _)| !UNREPORTED.contains(&k.as_str()))
+            {
+                let value = |m: Option<&Measurement>| {
+                    m?.rows
+                        .iter()
+                        .find(|r| r.label == row.label)?
+                        .metrics
+                        .get(metric)
+                        .copied()
+                };
+                let (z, p) = (value(zk), value(paddock));
+                let _ = writeln!(
+                    md,
+                    "| {} | {metric} | {} | {} | {} |",
+                    row.label,
+                    cell(z),
+                    cell(p),
+                    ratio_cell(advantage(z, p, higher_is_better(metric)))
+                );
+            }
+        }
+        md.push('\n');
+        md
+    }
+
+    fn charts(&self) -> Vec<(&'static str, &'static str, Chart)> {
+        let mut charts = Vec::new();
+        let systems = [System::Zookeeper, System::Paddock];
+        let name =
+            |system: System, servers: usize| format!("{} {}", system.name(), topology(servers));
+        let mut series = Vec::new();
+        for servers in [1, 3] {
+            for system in systems {
+                if let Some(m) = self.get(servers, "mix", system) {
+                    let points = m
+                        .rows
+                        .iter()
+                        .filter_map(|r| Some((r.x?, *r.metrics.get("ops_per_sec")?)))
+                        .collect();
+                    series.push(Series::new(name(system, servers), points));
+                }
+            }
+        }
+        charts.push((
+            "throughput-vs-read-ratio.svg",
+            "Throughput vs read ratio",
+            Chart {
+                series,
+                ..Chart::new(
+                    "Throughput vs read ratio (mix)",
+                    "fraction of reads",
+                    "operations/s",
+                )
+            },
+        ));
+        for (file, title, op) in [
+            ("latency-cdf-set.svg", "Latency CDF of setData", "set"),
+            ("latency-cdf-get.svg", "Latency CDF of getData", "get"),
+        ] {
+            let mut series = Vec::new();
+            for servers in [1, 3] {
+                for system in systems {
+                    let Some(m) = self.get(servers, "latency", system) else {
+                        continue;
+                    };
+                    if let Some(row) = m.rows.iter().find(|r| r.label == op) {
+                        series.push(Series::new(name(system, servers), row.cdf.clone()));
+                    }
+                }
+            }
+            charts.push((
+                file,
+                title,
+                Chart {
+                    x_scale: Scale::Log,
+                    series,
+                    ..Chart::new(
+                        format!("{title}, one synchronous client (latency)"),
+                        "latency (ms)",
+                        "fraction of requests",
+                    )
+                },
+            ));
+        }
+        let mut series = Vec::new();
+        for system in systems {
+            let Some(m) = self.get(1, "treesize", system) else {
+                continue;
+            };
+            for kind in ["reads", "writes", "mixed 50%"] {
+                let points = m
+                    .rows
+                    .iter()
+                    .filter(|r| r.label.starts_with(&format!("{kind} @")))
+                    .filter_map(|r| Some((r.x?, *r.metrics.get("ops_per_sec")?)))
+                    .collect();
+                series.push(Series::new(format!("{} {kind}", system.name()), points));
+            }
+        }
+        charts.push((
+            "throughput-vs-tree-size.svg",
+            "Throughput vs tree size",
+            Chart {
+                series,
+                ..Chart::new(
+                    "Throughput vs tree size, standalone (treesize)",
+                    "znodes in the tree",
+                    "operations/s",
+                )
+            },
+        ));
+        let mut series = Vec::new();
+        for system in systems {
+            let Some(m) = self.get(1, "statesize", system) else {
+                continue;
+            };
+            for metric in ["p99_ms", "max_ms"] {
+                let points = m
+                    .rows
+                    .iter()
+                    .filter_map(|r| Some((r.x?, *r.metrics.get(metric)?)))
+                    .collect();
+                series.push(Series::new(
+                    format!("{} {}", system.name(), metric.trim_end_matches("_ms")),
+                    points,
+                ));
+            }
+        }
+        charts.push((
+            "latency-vs-state-size.svg",
+            "Latency vs state size",
+            Chart {
+                y_scale: Scale::Log,
+                series,
+                ..Chart::new(
+                    "One client's latency as the state grows, standalone (statesize)",
+                    "data in the tree (MB)",
+                    "setData + getData latency (ms)",
+                )
+            },
+        ));
+        charts
+    }
+}
+
+/// How many times better Paddock is than ZooKeeper on this metric.
+fn advantage(zk: Option<f64>, paddock: Option<f64>, higher_better: bool) -> Option<f64> {
+    let (zk, paddock) = (zk?, paddock?);
+    if zk <= 0.0 || paddock <= 0.0 {
+        return None;
+    }
+    Some(if higher_better {
+        paddock / zk
+    } else {
+        zk / paddock
+    })
+}
+
+fn cell(value: Option<f64>) -> String {
+    value.map_or_else(|| "–".into(), format_value)
+}
+
+fn ratio_cell(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "–".into(), |r| format!("{r:.2}x"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn advantage_is_better_above_one_whichever_way_the_metric_points() {
+        assert_eq!(advantage(Some(100.0), Some(300.0), true), Some(3.0));
+        assert_eq!(advantage(Some(9.0), Some(3.0), false), Some(3.0));
+        assert_eq!(advantage(Some(0.0), Some(3.0), false), None);
+        assert_eq!(advantage(None, Some(3.0), true), None);
+    }
+}

@@ -1,0 +1,193 @@
+//! `failover`: a writer records every acknowledged write while the leader
+//! is killed (SIGKILL); the unavailability gap is the longest time between
+//! two acknowledged writes around each kill — ConCoord's leader-failure
+//! experiment. Afterwards every acknowledged write must still be there.
+//!
+//! With `--start` the tool kills the leader it finds, restarts it once a
+//! new leader serves, and repeats; with `--target` it is given the
+//! leader's PID and kills it once.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use client::{Client, CreateMode, Error};
+
+use crate::deploy::Deployment;
+use crate::load;
+use crate::measure::{Latencies, Measurement, Row};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct FailoverArgs {
+    /// Leaders to kill, one after the other (with --start).
+    #[arg(long, default_value_t = 5)]
+    pub kills: usize,
+    /// Seconds of writing before each kill and after the writes resume.
+    #[arg(long, default_value_t = 3.0)]
+    pub settle: f64,
+    /// With --target: the PID of the leader's process to kill.
+    #[arg(long)]
+    pub leader_pid: Option<u32>,
+}
+
+impl FailoverArgs {
+    pub fn flags(&self) -> String {
+        let mut flags = format!("--kills {} --settle {}", self.kills, self.settle);
+        if let Some(pid) = self.leader_pid {
+            flags += &format!(" --leader-pid {pid}");
+        }
+        flags
+    }
+}
+
+/// Session timeout of the writer: long enough that its session outlives
+/// an election on either system.
+const SESSION_TIMEOUT: Duration = Duration::from_secs(20);
+/// The longest a failover may take before the run is declared failed.
+const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
+const KEY: &str = "/bench/failover";
+
+pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
+    let local = deployment.cluster().is_some();
+    if !local && args.leader_pid.is_none() {
+        bail!("failover kills the leader: use --start SYSTEM --servers 3, or --target with --leader-pid");
+    }
+    let mut m = Measurement::new("failover", deployment.label(), String::new());
+    m.setting("writer session timeout s", SESSION_TIMEOUT.as_secs());
+    let options = client::ConnectOptions::new().session_timeout(SESSION_TIMEOUT);
+    let zk = Client::connect(deployment.connect_string(), options)
+        .await
+        .context("connecting the writer")?;
+    load::ensure_path(&zk, "/bench").await?;
+    match zk.create(KEY, b"0", CreateMode::Persistent).await {
+        Ok(_) | Err(Error::NodeExists { .. }) => {}
+        Err(error) => return Err(error).context("creating /bench/failover"),
+    }
+    let mut writer = Writer::new(zk.clone());
+    let settle = Duration::from_secs_f64(args.settle);
+    let kills = if local { args.kills } else { 1 };
+    let mut gaps = Latencies::default();
+    for kill in 0..kills {
+        writer.write_for(settle).await;
+        let killed_at = Instant::now();
+        let killed = tokio::task::block_in_place(|| kill_leader(deployment, args.leader_pid))?;
+        eprintln!("  kill {} of {kills}: killed {killed}", kill + 1);
+        let acked_before = writer.acks.len();
+        // Keep writing until writes are acknowledged again, then a while more.
+        while writer.acks.len() == acked_before {
+            if killed_at.elapsed() > RECOVERY_LIMIT {
+                bail!("no write was acknowledged within {RECOVERY_LIMIT:?} of killing {killed}");
+            }
+            writer.write_once().await;
+        }
+        writer.write_for(settle).await;
+        let gap = writer.longest_gap_since(killed_at - settle);
+        eprintln!("    gap {:.3} s", gap.as_secs_f64());
+        gaps.record(gap);
+        m.rows
+            .push(Row::new(format!("kill {}", kill + 1)).metric("gap_s", gap.as_secs_f64()));
+        if local {
+            tokio::task::block_in_place(|| restart_killed(deployment))?;
+        }
+    }
+    let last = writer.last_acked.context("no write was acknowledged")?;
+    zk.sync(KEY).await?;
+    let (data, _) = zk.get_data(KEY).await?;
+    let stored: u64 = std::str::from_utf8(&data)?.parse()?;
+    ensure!(
+        stored >= last,
+        "acknowledged write {last} was lost: the znode holds {stored}"
+    );
+    m.rows.push(
+        Row::new("all kills")
+            .metric("median_gap_s", gaps.quantile(0.5).as_secs_f64())
+            .metric("max_gap_s", gaps.quantile(1.0).as_secs_f64())
+            .metric("acknowledged_writes", writer.acks.len() as f64)
+            .metric("failed_writes", writer.failures as f64),
+    );
+    m.notes.push(format!(
+        "every acknowledged write survived: the last, #{last}, reads back as {stored}"
+    ));
+    zk.close().await;
+    Ok(m)
+}
+
+/// One synchronous writer: each write stores the next number in KEY.
+struct Writer {
+    zk: Client,
+    next: u64,
+    last_acked: Option<u64>,
+    acks: Vec<Instant>,
+    failures: u64,
+}
+
+impl Writer {
+    fn new(zk: Client) -> Writer {
+        Writer {
+            zk,
+            next: 1,
+            last_acked: None,
+            acks: Vec::new(),
+            failures: 0,
+        }
+    }
+
+    async fn write_once(&mut self) {
+        let value = self.next.to_string();
+        self.next += 1;
+        let call = self.zk.set_data(KEY, value.as_bytes(), None);
+        match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Ok(Ok(_)) => {
+                self.last_acked = Some(self.next - 1);
+                self.acks.push(Instant::now());
+            }
+            Ok(Err(_)) | Err(_) => {
+                self.failures += 1;
+                // ConnectionLoss comes at once while the client reconnects.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+
+    async fn write_for(&mut self, duration: Duration) {
+        let end = Instant::now() + duration;
+        while Instant::now() < end {
+            self.write_once().await;
+        }
+    }
+
+    fn longest_gap_since(&self, since: Instant) -> Duration {
+        self.acks
+            .iter()
+            .filter(|&&t| t >= since)
+            .collect::<Vec<_>>()
+            .windows(2)
+            .map(|w| *w[1] - *w[0])
+            .max()
+            .unwrap_or_default()
+    }
+}
+
+fn kill_leader(deployment: &mut Deployment, pid: Option<u32>) -> anyhow::Result<String> {
+    if let Some(pid) = pid {
+        launch::kill(pid);
+        return Ok(format!("PID {pid}"));
+    }
+    let cluster = deployment.cluster().expect("started deployment");
+    let leader = cluster.wait_leader(None, RECOVERY_LIMIT)?;
+    let server = cluster.server(leader);
+    server.kill();
+    Ok(format!("leader server.{}", server.id()))
+}
+
+/// Restarts every server that is down and waits for it to serve.
+fn restart_killed(deployment: &mut Deployment) -> anyhow::Result<()> {
+    let cluster = deployment.cluster().expect("started deployment");
+    for i in 0..cluster.servers().len() {
+        let server = cluster.server(i);
+        if !server.is_running() {
+            server.restart()?;
+            server.wait_serving(RECOVERY_LIMIT)?;
+        }
+    }
+    Ok(())
+}

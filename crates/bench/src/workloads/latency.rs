@@ -1,0 +1,70 @@
+//! `latency`: one synchronous client creates, reads, overwrites and
+//! deletes N znodes, one request at a time — the latency of a single
+//! request with nothing queued before it (the ZooKeeper paper's latency
+//! table, and the latency CDF of the ConCoord comparison).
+
+use std::time::Instant;
+
+use anyhow::Context as _;
+use client::CreateMode;
+
+use crate::deploy::Deployment;
+use crate::load;
+use crate::measure::{Latencies, Measurement, Row};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct LatencyArgs {
+    /// Requests of each kind.
+    #[arg(long, default_value_t = 10_000)]
+    pub ops: usize,
+    /// Bytes of data per create and set.
+    #[arg(long, default_value_t = 1024)]
+    pub value_size: usize,
+}
+
+impl LatencyArgs {
+    pub fn flags(&self) -> String {
+        format!("--ops {} --value-size {}", self.ops, self.value_size)
+    }
+}
+
+const KINDS: [&str; 4] = ["create", "get", "set", "delete"];
+
+pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
+    let mut m = Measurement::new("latency", deployment.label(), String::new());
+    m.setting("requests of each kind", args.ops);
+    m.setting("value bytes", args.value_size);
+    let clients = load::connect(deployment.connect_string(), 1).await?;
+    let zk = &clients[0];
+    load::ensure_path(zk, "/bench/latency").await?;
+    let value = vec![b'x'; args.value_size];
+    let paths: Vec<String> = (0..args.ops)
+        .map(|i| format!("/bench/latency/n{i:08}"))
+        .collect();
+    for kind in KINDS {
+        eprintln!("  {kind} x {}", args.ops);
+        let mut latencies = Latencies::default();
+        let began = Instant::now();
+        for path in &paths {
+            let started = Instant::now();
+            match kind {
+                "create" => zk
+                    .create(path, &value, CreateMode::Persistent)
+                    .await
+                    .map(drop),
+                "get" => zk.get_data(path).await.map(drop),
+                "set" => zk.set_data(path, &value, None).await.map(drop),
+                _ => zk.delete(path, None).await,
+            }
+            .with_context(|| format!("{kind} {path}"))?;
+            latencies.record(started.elapsed());
+        }
+        m.rows.push(
+            Row::new(kind)
+                .throughput(&latencies, began.elapsed())
+                .with_cdf(&latencies),
+        );
+    }
+    load::close_all(clients).await;
+    Ok(m)
+}

@@ -1,0 +1,69 @@
+//! One module per workload: its arguments and its run against a
+//! deployment, returning what it measured.
+
+pub mod barrier;
+pub mod crud;
+pub mod failover;
+pub mod latency;
+pub mod mix;
+pub mod statesize;
+pub mod treesize;
+pub mod watch;
+
+use crate::deploy::Deployment;
+use crate::measure::Measurement;
+
+/// A workload with its arguments.
+#[derive(Clone, Debug)]
+pub enum Job {
+    Mix(mix::MixArgs),
+    Latency(latency::LatencyArgs),
+    Crud(crud::CrudArgs),
+    Barrier(barrier::BarrierArgs),
+    Watch(watch::WatchArgs),
+    TreeSize(treesize::TreeSizeArgs),
+    StateSize(statesize::StateSizeArgs),
+    Failover(failover::FailoverArgs),
+}
+
+impl Job {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Job::Mix(_) => "mix",
+            Job::Latency(_) => "latency",
+            Job::Crud(_) => "crud",
+            Job::Barrier(_) => "barrier",
+            Job::Watch(_) => "watch",
+            Job::TreeSize(_) => "treesize",
+            Job::StateSize(_) => "statesize",
+            Job::Failover(_) => "failover",
+        }
+    }
+
+    /// The workload's own flags, as `paddock bench NAME` takes them.
+    pub fn flags(&self) -> String {
+        match self {
+            Job::Mix(a) => a.flags(),
+            Job::Latency(a) => a.flags(),
+            Job::Crud(a) => a.flags(),
+            Job::Barrier(a) => a.flags(),
+            Job::Watch(a) => a.flags(),
+            Job::TreeSize(a) => a.flags(),
+            Job::StateSize(a) => a.flags(),
+            Job::Failover(a) => a.flags(),
+        }
+    }
+
+    pub async fn run(&self, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
+        match self {
+            Job::Mix(a) => mix::run(a, deployment).await,
+            Job::Latency(a) => latency::run(a, deployment).await,
+            Job::Crud(a) => crud::run(a, deployment).await,
+            Job::Barrier(a) => barrier::run(a, deployment).await,
+            Job::Watch(a) => watch::run(a, deployment).await,
+            Job::TreeSize(a) => treesize::run(a, deployment).await,
+            Job::StateSize(a) => statesize::run(a, deployment).await,
+            Job::Failover(a) => failover::run(a, deployment).await,
+        }
+    }
+}

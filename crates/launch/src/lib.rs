@@ -1,0 +1,99 @@
+//! Local servers on loopback, as separate processes, for `paddock cluster`,
+//! `paddock bench` and the fault harness: Paddock or Apache ZooKeeper (from
+//! Debian's `zookeeper` package), standalone or as an ensemble, each with
+//! its own data directory, zoo.cfg and log file.
+//!
+//! Both systems are configured the same way on purpose — the same zoo.cfg
+//! keys, both fsyncing every write before acknowledging it — so that a
+//! comparison between them measures the servers, not their settings.
+//!
+//! Layout:
+//! - `spec`: what to start ([`Flavor`], [`Spec`]) and the zoo.cfg each
+//!   server gets.
+//! - `process`: one server process ([`Server`]): start, kill, pause,
+//!   resume, restart, wipe, its memory.
+//! - `probe`: four-letter words over a socket (`srvr`), how a server says it
+//!   serves and in which mode.
+//! - [`Cluster`] (here): the servers of one deployment together.
+
+mod probe;
+mod process;
+mod spec;
+
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+
+pub use probe::{four_letter_word, Mode};
+pub use process::{kill, rss_bytes, Server};
+pub use spec::{Flavor, Spec};
+
+/// How long a server may take to start serving as a member of its
+/// deployment (a JVM starting and electing a leader on a busy machine).
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The servers of one deployment; every process is killed when dropped.
+pub struct Cluster {
+    spec: Spec,
+    servers: Vec<Server>,
+}
+
+impl Cluster {
+    /// Writes each server's configuration, starts them all and waits until
+    /// every one serves.
+    pub fn start(spec: Spec) -> anyhow::Result<Cluster> {
+        let plans = spec::plan(&spec)?;
+        let mut cluster = Cluster {
+            spec,
+            servers: Vec::with_capacity(plans.len()),
+        };
+        for plan in &plans {
+            let server = Server::start(&cluster.spec, plan.clone(), &plans)?;
+            cluster.servers.push(server);
+        }
+        for server in &mut cluster.servers {
+            server.wait_serving(START_TIMEOUT)?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    pub fn server(&mut self, index: usize) -> &mut Server {
+        &mut self.servers[index]
+    }
+
+    /// `host:port,host:port,...` of every server, as clients take it.
+    pub fn connect_string(&self) -> String {
+        let hosts: Vec<String> = self.servers.iter().map(Server::client_address).collect();
+        hosts.join(",")
+    }
+
+    /// The index of the server that leads now (the only server when
+    /// standalone), if one says so.
+    pub fn leader(&self) -> Option<usize> {
+        self.servers
+            .iter()
+            .position(|server| matches!(server.mode(), Some(Mode::Leader) | Some(Mode::Standalone)))
+    }
+
+    /// Waits until a running server other than `except` leads.
+    pub fn wait_leader(&self, except: Option<usize>, timeout: Duration) -> anyhow::Result<usize> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(leader) = self.leader().filter(|&l| Some(l) != except) {
+                return Ok(leader);
+            }
+            if Instant::now() >= deadline {
+                bail!("no server of {} leads after {timeout:?}", self.spec.flavor);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}

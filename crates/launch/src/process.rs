@@ -1,0 +1,249 @@
+//! One server process.
+
+use std::fs::File;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+use crate::probe::{self, Mode};
+use crate::spec::{self, Plan, Spec};
+
+/// A server of a deployment; its process is killed when dropped.
+pub struct Server {
+    plan: Plan,
+    argv: Vec<String>,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl Server {
+    pub(crate) fn start(spec: &Spec, plan: Plan, all: &[Plan]) -> anyhow::Result<Server> {
+        spec::check_installed(&spec.flavor)?;
+        let argv = spec::prepare(spec, &plan, all)?;
+        let mut server = Server {
+            plan,
+            argv,
+            child: None,
+            paused: false,
+        };
+        server.spawn()?;
+        Ok(server)
+    }
+
+    fn spawn(&mut self) -> anyhow::Result<()> {
+        let log_path = self.log_path();
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .with_context(|| format!("opening {}", log_path.display()))?;
+        let child = Command::new(&self.argv[0])
+            .args(&self.argv[1..])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting server {} ({})", self.plan.id, self.argv[0]))?;
+        self.child = Some(child);
+        self.paused = false;
+        Ok(())
+    }
+
+    /// The server's id (`server.N`, `myid`), from 1.
+    pub fn id(&self) -> usize {
+        self.plan.id
+    }
+
+    pub fn client_port(&self) -> u16 {
+        self.plan.client_port
+    }
+
+    pub fn peer_port(&self) -> u16 {
+        self.plan.peer_port
+    }
+
+    pub fn client_address(&self) -> String {
+        format!("127.0.0.1:{}", self.plan.client_port)
+    }
+
+    fn socket_address(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.plan.client_port))
+    }
+
+    /// The server's own directory: zoo.cfg, myid, its data and its log.
+    pub fn dir(&self) -> &Path {
+        &self.plan.dir
+    }
+
+    /// Where the server's stdout and stderr go.
+    pub fn log_path(&self) -> PathBuf {
+        self.plan.dir.join("server.log")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        match &mut self.child {
+            Some(child) => matches!(child.try_wait(), Ok(None)),
+            None => false,
+        }
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// The role `srvr` reports now; None while it does not serve.
+    pub fn mode(&self) -> Option<Mode> {
+        if self.paused || self.child.is_none() {
+            return None;
+        }
+        probe::mode(self.socket_address())
+    }
+
+    /// Waits until the server says it serves, failing early if its process
+    /// exits.
+    pub fn wait_serving(&mut self, timeout: Duration) -> anyhow::Result<Mode> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if !self.is_running() {
+                bail!(
+                    "server {} exited while starting; see {}",
+                    self.plan.id,
+                    self.log_path().display()
+                );
+            }
+            if let Some(mode) = self.mode() {
+                return Ok(mode);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "server {} did not start serving within {timeout:?}; see {}",
+                    self.plan.id,
+                    self.log_path().display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Resident memory of the process, from /proc.
+    pub fn rss_bytes(&self) -> Option<u64> {
+        rss_bytes(self.pid()?)
+    }
+
+    /// SIGKILL: the process dies at once, as in a crash or power loss of
+    /// the process (the OS keeps what reached the page cache).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.paused = false;
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    pub fn stop(&mut self, grace: Duration) {
+        self.resume();
+        if let Some(child) = &mut self.child {
+            signal(child.id(), libc::SIGTERM);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                if !matches!(child.try_wait(), Ok(None)) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill();
+    }
+
+    /// SIGSTOP: the process freezes, as in a long GC pause.
+    pub fn pause(&mut self) {
+        if let Some(pid) = self.pid() {
+            signal(pid, libc::SIGSTOP);
+            self.paused = true;
+        }
+    }
+
+    /// SIGCONT after [`Server::pause`].
+    pub fn resume(&mut self) {
+        if let Some(pid) = self.pid() {
+            if self.paused {
+                signal(pid, libc::SIGCONT);
+            }
+            self.paused = false;
+        }
+    }
+
+    /// Starts the process again (after kill or stop) with the same
+    /// configuration; does not wait for it to serve.
+    pub fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill();
+        self.spawn()
+    }
+
+    /// Removes the server's data, keeping its zoo.cfg, myid and log: as if
+    /// its disk had been replaced. Only while the process is down.
+    pub fn wipe(&mut self) -> anyhow::Result<()> {
+        if self.is_running() {
+            bail!("server {} must be down to wipe its data", self.plan.id);
+        }
+        let keep = ["zoo.cfg", "myid", "server.log"];
+        let dir = &self.plan.dir;
+        for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+            let entry = entry?;
+            if keep.iter().any(|k| entry.file_name() == *k) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| format!("removing {}", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Resident memory of any process, from /proc.
+pub fn rss_bytes(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// SIGKILL to any process, such as a server this crate did not start.
+pub fn kill(pid: u32) {
+    signal(pid, libc::SIGKILL);
+}
+
+fn signal(pid: u32, signal: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        // SAFETY: kill(2) takes any pid and signal number; the worst a
+        // stale pid does is fail with ESRCH, which we ignore.
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! What to start, and the zoo.cfg each server of it gets.
+
+use std::fmt;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+
+/// Which server implementation to run.
+#[derive(Clone, Debug)]
+pub enum Flavor {
+    /// `paddock serve --config zoo.cfg`.
+    Paddock { binary: PathBuf },
+    /// Apache ZooKeeper's `QuorumPeerMain` from Debian's `zookeeper`
+    /// package, on a JVM with this maximum heap.
+    ZooKeeper { heap_mb: u32 },
+}
+
+impl Flavor {
+    /// Apache ZooKeeper with the heap Debian's zkEnv.sh gives it unless told
+    /// otherwise (`ZK_SERVER_HEAP`, 1000 MB).
+    pub fn zookeeper() -> Flavor {
+        Flavor::ZooKeeper { heap_mb: 1000 }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Flavor::Paddock { .. } => "paddock",
+            Flavor::ZooKeeper { .. } => "zookeeper",
+        }
+    }
+}
+
+impl fmt::Display for Flavor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where Debian's `zookeeper` package puts the server's jar; its manifest
+/// names every other jar it needs.
+pub const ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+/// A logging backend for the server's slf4j, if installed.
+const SLF4J_SIMPLE_JAR: &str = "/usr/share/java/slf4j-simple.jar";
+
+/// Keys Apache ZooKeeper reads only as JVM system properties, not from
+/// zoo.cfg; Paddock reads them from zoo.cfg.
+const JVM_PROPERTY_KEYS: &[&str] = &["jute.maxbuffer"];
+
+/// One deployment: a standalone server (one voter, no observers) or an
+/// ensemble.
+#[derive(Clone, Debug)]
+pub struct Spec {
+    pub flavor: Flavor,
+    pub voters: usize,
+    pub observers: usize,
+    /// Each server keeps its data, zoo.cfg and log in `DIR/nodeN`.
+    pub dir: PathBuf,
+    /// First client port; consecutive ports from there (client, peer,
+    /// election per server). Free ports when not given.
+    pub base_port: Option<u16>,
+    pub tick_time_ms: u32,
+    /// Transactions between snapshots.
+    pub snap_count: u64,
+    /// More zoo.cfg keys, the same for every server.
+    pub extra: Vec<(String, String)>,
+}
+
+impl Spec {
+    pub fn new(flavor: Flavor, voters: usize, dir: impl Into<PathBuf>) -> Spec {
+        Spec {
+            flavor,
+            voters,
+            observers: 0,
+            dir: dir.into(),
+            base_port: None,
+            tick_time_ms: 2000,
+            snap_count: 100_000,
+            extra: Vec::new(),
+        }
+    }
+
+    pub fn is_standalone(&self) -> bool {
+        self.voters + self.observers == 1
+    }
+}
+
+/// One server's place in the deployment.
+#[derive(Clone, Debug)]
+pub(crate) struct Plan {
+    pub id: usize,
+    pub client_port: u16,
+    pub peer_port: u16,
+    pub election_port: u16,
+    pub observer: bool,
+    pub dir: PathBuf,
+}
+
+pub(crate) fn plan(spec: &Spec) -> anyhow::Result<Vec<Plan>> {
+    if spec.voters == 0 || spec.voters.is_multiple_of(2) {
+        bail!(
+            "an ensemble needs an odd number of voters (1, 3, 5, 7), not {}",
+            spec.voters
+        );
+    }
+    let total = spec.voters + spec.observers;
+    let ports = match spec.base_port {
+        Some(base) => (0..3 * total as u16)
+            .map(|i| base.checked_add(i).context("the base port is too high"))
+            .collect::<anyhow::Result<Vec<u16>>>()?,
+        None => (0..3 * total)
+            .map(|_| free_port())
+            .collect::<anyhow::Result<Vec<u16>>>()?,
+    };
+    Ok(ports
+        .chunks(3)
+        .enumerate()
+        .map(|(i, ports)| Plan {
+            id: i + 1,
+            client_port: ports[0],
+            peer_port: ports[1],
+            election_port: ports[2],
+            observer: i >= spec.voters,
+            dir: spec.dir.join(format!("node{}", i + 1)),
+        })
+        .collect())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Writes `myid` and `zoo.cfg` into the server's directory; returns the
+/// command line that runs it.
+pub(crate) fn prepare(spec: &Spec, plan: &Plan, all: &[Plan]) -> anyhow::Result<Vec<String>> {
+    let dir = &plan.dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("resolving {}", dir.display()))?;
+    std::fs::write(dir.join("myid"), format!("{}\n", plan.id))
+        .with_context(|| format!("writing {}", dir.join("myid").display()))?;
+    let mut keys = vec![
+        ("tickTime".to_string(), spec.tick_time_ms.to_string()),
+        ("initLimit".into(), "10".into()),
+        ("syncLimit".into(), "5".into()),
+        ("snapCount".into(), spec.snap_count.to_string()),
+        ("dataDir".into(), dir.display().to_string()),
+        ("clientPort".into(), plan.client_port.to_string()),
+        ("clientPortAddress".into(), "127.0.0.1".into()),
+        ("4lw.commands.whitelist".into(), "*".into()),
+        // Benchmarks open many sessions from the one loopback address.
+        ("maxClientCnxns".into(), "0".into()),
+        // ZooKeeper's HTTP admin server would take port 8080 in every
+        // server; Paddock has none.
+        ("admin.enableServer".into(), "false".into()),
+    ];
+    if !spec.is_standalone() {
+        if plan.observer {
+            keys.push(("peerType".into(), "observer".into()));
+        }
+        for p in all {
+            let role = if p.observer { ":observer" } else { "" };
+            keys.push((
+                format!("server.{}", p.id),
+                format!(
+                    "127.0.0.1:{}:{}{role};127.0.0.1:{}",
+                    p.peer_port, p.election_port, p.client_port
+                ),
+            ));
+        }
+    }
+    keys.extend(spec.extra.iter().cloned());
+    let (keys, jvm_properties): (Vec<_>, Vec<_>) = match spec.flavor {
+        Flavor::Paddock { .. } => (keys, Vec::new()),
+        Flavor::ZooKeeper { .. } => keys
+            .into_iter()
+            .partition(|(key, _)| !JVM_PROPERTY_KEYS.contains(&key.as_str())),
+    };
+    let config = dir.join("zoo.cfg");
+    let mut text = String::new();
+    for (key, value) in &keys {
+        let _ = writeln!(text, "{key}={value}");
+    }
+    std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+    Ok(command_line(&spec.flavor, &config, &jvm_properties))
+}
+
+fn command_line(
+    flavor: &Flavor,
+    config: &Path,
+    jvm_properties: &[(String, String)],
+) -> Vec<String> {
+    let config = config.display().to_string();
+    match flavor {
+        Flavor::Paddock { binary } => vec![
+            binary.display().to_string(),
+            "serve".into(),
+            "--config".into(),
+            config,
+        ],
+        Flavor::ZooKeeper { heap_mb } => {
+            let mut classpath = ZOOKEEPER_JAR.to_string();
+            if Path::new(SLF4J_SIMPLE_JAR).exists() {
+                classpath.push(':');
+                classpath.push_str(SLF4J_SIMPLE_JAR);
+            }
+            let mut argv = vec![
+                "java".to_string(),
+                format!("-Xmx{heap_mb}m"),
+                "-Dorg.slf4j.simpleLogger.defaultLogLevel=info".into(),
+                "-Dzookeeper.admin.enableServer=false".into(),
+            ];
+            argv.extend(jvm_properties.iter().map(|(k, v)| format!("-D{k}={v}")));
+            argv.extend([
+                "-cp".into(),
+                classpath,
+                "org.apache.zookeeper.server.quorum.QuorumPeerMain".into(),
+                config,
+            ]);
+            argv
+        }
+    }
+}
+
+/// Fails with what to do when the flavor's server is not installed.
+pub(crate) fn check_installed(flavor: &Flavor) -> anyhow::Result<()> {
+    match flavor {
+        Flavor::Paddock { binary } if !binary.exists() => {
+            bail!(
+                "{} does not exist: build it with `cargo build --release`",
+                binary.display()
+            )
+        }
+        Flavor::ZooKeeper { .. } if !Path::new(ZOOKEEPER_JAR).exists() => bail!(
+            "Apache ZooKeeper is not installed ({ZOOKEEPER_JAR} is missing): \
+             apt-get install zookeeper"
+        ),
+        _ => Ok(()),
+    }
+}
