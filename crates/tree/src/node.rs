@@ -104,7 +104,41 @@ pub struct Node {
     pub stat: StatPersisted,
     /// Child names (last path component), kept sorted so listings are
     /// deterministic.
-    pub children: OrdSet<Arc<str>>,
+    pub children: Children,
+}
+
+/// The names of a znode's children. Most znodes have none, and an empty
+/// `OrdSet` still allocates a full B-tree node (about 1.5 KB), so the set
+/// exists only while there are children.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Children(Option<OrdSet<Arc<str>>>);
+
+impl Children {
+    pub fn insert(&mut self, name: Arc<str>) {
+        self.0.get_or_insert_with(OrdSet::new).insert(name);
+    }
+
+    pub fn remove(&mut self, name: &str) {
+        if let Some(set) = &mut self.0 {
+            set.remove(name);
+            if set.is_empty() {
+                self.0 = None;
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.as_ref().map_or(0, OrdSet::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    /// Names in sorted order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.0.iter().flat_map(OrdSet::iter)
+    }
 }
 
 impl Node {
@@ -113,7 +147,7 @@ impl Node {
             data,
             acl,
             stat,
-            children: OrdSet::new(),
+            children: Children::default(),
         }
     }
 
