@@ -1,0 +1,68 @@
+"""`paddock bench`: every workload completes against a running server
+(Paddock, or Apache ZooKeeper with PADDOCK_TEST_SERVER=zookeeper) and
+writes its results as JSON. Tiny sizes: this checks the tool, not the
+numbers (bench/compare measures; CI runs it in --quick form)."""
+
+import json
+import subprocess
+
+import pytest
+
+from zkharness import paddock_bin
+
+TINY = {
+    "mix": ["--sessions", "2", "--outstanding", "2", "--znodes", "20",
+            "--read-ratios", "0,1", "--seconds", "0.5", "--warmup", "0.2"],
+    "latency": ["--ops", "20"],
+    "crud": ["--clients", "3", "--znodes", "10", "--value-sizes", "100,1000"],
+    "barrier": ["--clients", "3", "--barriers", "3"],
+    "watch": ["--clients", "10", "--rounds", "2"],
+    "treesize": ["--sizes", "0,500", "--sessions", "2", "--outstanding", "2",
+                 "--seconds", "0.5"],
+    "statesize": ["--megabytes", "2", "--value-size", "1000",
+                  "--step-megabytes", "1"],
+}
+
+
+def bench(*args, timeout=120):
+    if not paddock_bin().exists():
+        pytest.skip(f"{paddock_bin()} is not built")
+    return subprocess.run([str(paddock_bin()), "bench", *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("workload", sorted(TINY))
+def test_workload_completes_and_writes_json(server, tmp_path, workload):
+    out = tmp_path / f"{workload}.json"
+    run = bench(workload, "--target", server.hosts, "--json", str(out),
+                *TINY[workload])
+    assert run.returncode == 0, run.stderr
+    result = json.loads(out.read_text())
+    assert result["workload"] == workload
+    assert result["command"].startswith(f"paddock bench {workload} --target ")
+    assert result["rows"], result
+    # the table on stdout names every row
+    for row in result["rows"]:
+        assert row["label"] in run.stdout
+
+
+def test_mix_reports_one_row_per_read_ratio(server, tmp_path):
+    out = tmp_path / "mix.json"
+    run = bench("mix", "--target", server.hosts, "--json", str(out),
+                *TINY["mix"])
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["x"] for r in rows] == [0.0, 1.0]
+    assert all(r["metrics"]["ops_per_sec"] > 0 for r in rows)
+
+
+def test_failover_needs_a_leader_to_kill(server):
+    run = bench("failover", "--target", server.hosts)
+    assert run.returncode != 0
+    assert "--leader-pid" in run.stderr
+
+
+def test_a_target_is_required():
+    run = bench("latency")
+    assert run.returncode != 0
+    assert "--target" in run.stderr
