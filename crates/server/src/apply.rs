@@ -19,7 +19,7 @@ use rand::Rng as _;
 use tokio::sync::mpsc;
 use tree::{DataTree, Outcome, Trigger, Txn, TxnOp};
 
-use crate::shared::{Committed, Shared, Waiter, WatchEvent};
+use crate::shared::{Committed, QueuedEvent, Shared, Waiter, WatchEvent};
 
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
@@ -196,7 +196,11 @@ impl ApplyLoop {
                     // A client that cannot keep up with its events is
                     // disconnected rather than silently losing one; it
                     // re-registers its watches when it reconnects.
-                    if handle.events.try_send(event).is_err() {
+                    let queued = QueuedEvent {
+                        event,
+                        after_answers: handle.answers_built.load(Ordering::Acquire),
+                    };
+                    if handle.events.try_send(queued).is_err() {
                         tracing::warn!(
                             remote = %handle.remote,
                             "closing a connection whose client is not reading its watch events"

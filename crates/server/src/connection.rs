@@ -24,9 +24,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tree::{Outcome, Txn, TxnOp};
 
+use crate::event_order::EventOrder;
 use crate::pipeline::{self, Proposal, SessionContext, Step};
 use crate::reply;
-use crate::shared::{next_connection_id, now_ms, ConnectionHandle, Shared, WatchEvent};
+use crate::shared::{next_connection_id, now_ms, ConnectionHandle, QueuedEvent, Shared};
 
 /// Steps a connection may have in flight before it stops reading its
 /// socket: backpressure on a client that pipelines faster than we apply.
@@ -158,6 +159,7 @@ async fn run(
         remote,
         session_id: AtomicI64::new(session.session_id),
         events: events_tx,
+        answers_built: AtomicU64::new(0),
         kill: token.clone(),
         established_ms: now_ms(),
         timeout_ms: session.timeout_ms,
@@ -459,8 +461,14 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
             }
         }
         Step::Read { xid, request, auth } => {
-            if order.writes_unfinished.load(Ordering::Acquire) == 0 {
-                return Step::Reply(answer_read(conn, session, &auth, xid, request));
+            // At once only with nothing of this session before it still
+            // waiting: an earlier read answered later would see newer data
+            // than this one, and the session's zxids would go backwards.
+            if order.writes_unfinished.load(Ordering::Acquire) == 0
+                && order.reads_waiting.load(Ordering::Acquire) == 0
+            {
+                let (bytes, number) = answer_read(conn, session, &auth, xid, request);
+                return Step::Answered { bytes, number };
             }
             order.reads_waiting.fetch_add(1, Ordering::AcqRel);
             Step::Read { xid, request, auth }
@@ -481,23 +489,31 @@ fn answer_read(
     auth: &[Id],
     xid: i32,
     request: Request,
-) -> Bytes {
+) -> (Bytes, u64) {
     let shared = &*conn.shared;
     let started = Instant::now();
     let op = request.op_code();
     let mut fired = Vec::new();
-    let answer = pipeline::answer_read(shared, session, auth, xid, request, &mut fired);
+    let (answer, number) = pipeline::answer_read(
+        shared,
+        session,
+        auth,
+        xid,
+        request,
+        &mut fired,
+        &conn.handle.answers_built,
+    );
     let latency_ms = started.elapsed().as_millis() as u64;
     record_activity(conn, op, xid, shared.last_zxid(), latency_ms);
     if fired.is_empty() {
-        return answer;
+        return (answer, number);
     }
     let mut out = BytesMut::new();
     for event in &fired {
         reply::event(&mut out, event);
     }
     out.extend_from_slice(&answer);
-    out.freeze()
+    (out.freeze(), number)
 }
 
 fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {
@@ -589,9 +605,10 @@ async fn write_loop(
     conn: Arc<Connection>,
     mut writer: OwnedWriteHalf,
     mut steps: mpsc::Receiver<Step>,
-    mut events: mpsc::Receiver<WatchEvent>,
+    mut events: mpsc::Receiver<QueuedEvent>,
     session: SessionContext,
 ) {
+    let mut event_order = EventOrder::default();
     let (shared, handle, token, order) = (&*conn.shared, &*conn.handle, &conn.token, &conn.order);
     let mut out = BytesMut::with_capacity(FLUSH_BYTES);
     let mut frames_out = 0u64;
@@ -602,14 +619,21 @@ async fn write_loop(
         tokio::select! {
             biased;
             _ = token.cancelled() => break,
-            Some(event) = events.recv() => {
-                reply::event(&mut out, &event);
-                frames_out += 1;
+            Some(queued) = events.recv() => {
+                if let Some(event) = event_order.arrived(queued) {
+                    reply::event(&mut out, &event);
+                    frames_out += 1;
+                }
             }
             step = steps.recv() => {
                 let Some(step) = step else { break };
+                let mut read = None;
                 let answer = match step {
                     Step::Reply(bytes) => Some(bytes),
+                    Step::Answered { bytes, number } => {
+                        read = Some(number);
+                        Some(bytes)
+                    }
                     Step::ReplyThenClose(bytes) => {
                         close = true;
                         Some(bytes)
@@ -641,20 +665,26 @@ async fn write_loop(
                         }
                     }
                     Step::Read { xid, request, auth } => {
-                        let answer = answer_read(&conn, &session, &auth, xid, request);
+                        let (answer, number) = answer_read(&conn, &session, &auth, xid, request);
                         order.reads_waiting.fetch_sub(1, Ordering::AcqRel);
+                        read = Some(number);
                         Some(answer)
                     }
                 };
                 if let Some(answer) = answer {
-                    // Events queued before this answer was built belong to
-                    // changes it may show: they go first.
-                    while let Ok(event) = events.try_recv() {
+                    while let Ok(queued) = events.try_recv() {
+                        event_order.hold(queued);
+                    }
+                    for event in event_order.before(read) {
                         reply::event(&mut out, &event);
                         frames_out += 1;
                     }
                     out.extend_from_slice(&answer);
                     frames_out += 1;
+                    for event in event_order.after(read) {
+                        reply::event(&mut out, &event);
+                        frames_out += 1;
+                    }
                 }
             }
         }
@@ -685,7 +715,9 @@ async fn write_loop(
     // reading.
     while let Ok(step) = steps.try_recv() {
         match step {
-            Step::Reply(bytes) | Step::ReplyThenClose(bytes) => out.extend_from_slice(&bytes),
+            Step::Reply(bytes) | Step::Answered { bytes, .. } | Step::ReplyThenClose(bytes) => {
+                out.extend_from_slice(&bytes)
+            }
             Step::Write {
                 xid,
                 shape,

@@ -20,6 +20,7 @@ mod auth;
 mod config;
 mod connection;
 mod ensemble;
+mod event_order;
 mod four_letter;
 mod pipeline;
 mod reply;

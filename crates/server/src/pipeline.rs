@@ -16,6 +16,7 @@
 //! are answered from the newest local version, which by then includes the
 //! session's own earlier writes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -30,13 +31,15 @@ use tokio::sync::oneshot;
 use tree::{Outcome, Txn, TxnOp};
 
 use crate::reply;
-use crate::shared::{Committed, Shared, WatchEvent};
+use crate::shared::{Committed, Published, Shared, WatchEvent};
 use crate::watch::{ConnectionId, WatchKind};
 
 /// What a request becomes, in the order the session sent it.
 pub enum Step {
     /// An answer decided without waiting for anything.
     Reply(Bytes),
+    /// A read answered at once, with its number (see `event_order`).
+    Answered { bytes: Bytes, number: u64 },
     /// A write; its reply is built once it is applied.
     Write {
         xid: i32,
@@ -407,10 +410,26 @@ fn multi_results(
 }
 
 /// Answers a read from the newest applied version, registering its watch
-/// in the same critical section. `fired` collects events a `setWatches`
-/// owes the client at once, to be sent before this reply.
+/// in the same critical section, and numbers the answer there (see
+/// `event_order`). `fired` collects events a `setWatches` owes the client
+/// at once, to be sent before this reply.
 pub fn answer_read(
     shared: &Shared,
+    session: &SessionContext,
+    auth: &[Id],
+    xid: i32,
+    request: Request,
+    fired: &mut Vec<WatchEvent>,
+    answers_built: &AtomicU64,
+) -> (Bytes, u64) {
+    let mut published = shared.published();
+    let number = answers_built.fetch_add(1, Ordering::AcqRel) + 1;
+    let answer = answer_locked(&mut published, session, auth, xid, request, fired);
+    (answer, number)
+}
+
+fn answer_locked(
+    published: &mut Published,
     session: &SessionContext,
     auth: &[Id],
     xid: i32,
@@ -421,8 +440,6 @@ pub fn answer_read(
     // removeWatches without the removing.
     let with_stat = matches!(request, Request::GetChildren2(_));
     let removing = matches!(request, Request::RemoveWatches(_));
-    let mut published = shared.published();
-    let published = &mut *published;
     let zxid = published.last_zxid;
     let tree = &published.tree;
     let watches = &mut published.watches;

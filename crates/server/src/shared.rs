@@ -52,11 +52,23 @@ pub struct WatchEvent {
     pub path: String,
 }
 
+/// A watch event on its way to a connection, stamped with how many read
+/// answers the connection had built when it was queued (see
+/// `event_order`).
+#[derive(Debug, Clone)]
+pub struct QueuedEvent {
+    pub event: WatchEvent,
+    pub after_answers: u64,
+}
+
 /// What other tasks may do to a connection.
 pub struct ConnectionHandle {
     pub remote: SocketAddr,
     pub session_id: AtomicI64,
-    pub events: mpsc::Sender<WatchEvent>,
+    pub events: mpsc::Sender<QueuedEvent>,
+    /// Read answers built for this connection, counted under the published
+    /// lock so that events can be stamped against them.
+    pub answers_built: AtomicU64,
     /// Closes the connection: the client is too slow, the session expired
     /// or moved to another connection.
     pub kill: CancellationToken,
