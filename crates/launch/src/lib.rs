@@ -26,7 +26,7 @@ use anyhow::bail;
 
 pub use probe::{four_letter_word, Mode};
 pub use process::{kill, rss_bytes, Server};
-pub use spec::{Flavor, Spec};
+pub use spec::{Flavor, Ports, Spec};
 
 /// How long a server may take to start serving as a member of its
 /// deployment (a JVM starting and electing a leader on a busy machine).

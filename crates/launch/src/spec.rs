@@ -1,5 +1,6 @@
 //! What to start, and the zoo.cfg each server of it gets.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, TcpListener};
@@ -18,12 +19,6 @@ pub enum Flavor {
 }
 
 impl Flavor {
-    /// Apache ZooKeeper with the heap Debian's zkEnv.sh gives it unless told
-    /// otherwise (`ZK_SERVER_HEAP`, 1000 MB).
-    pub fn zookeeper() -> Flavor {
-        Flavor::ZooKeeper { heap_mb: 1000 }
-    }
-
     pub fn name(&self) -> &'static str {
         match self {
             Flavor::Paddock { .. } => "paddock",
@@ -65,6 +60,32 @@ pub struct Spec {
     pub snap_count: u64,
     /// More zoo.cfg keys, the same for every server.
     pub extra: Vec<(String, String)>,
+    /// Each server's ports, in server order, instead of free ones; a
+    /// harness that proxies peer links needs them before the start.
+    pub ports: Option<Vec<Ports>>,
+    /// `(from, to) -> (peer port, election port)`: in server `from`'s
+    /// zoo.cfg, server `to` is reached at these ports (a proxy's) instead
+    /// of its own. Server ids count from 1.
+    pub links: BTreeMap<(usize, usize), (u16, u16)>,
+}
+
+/// The ports of one server.
+#[derive(Clone, Copy, Debug)]
+pub struct Ports {
+    pub client: u16,
+    pub peer: u16,
+    pub election: u16,
+}
+
+impl Ports {
+    /// Three free loopback ports.
+    pub fn free() -> anyhow::Result<Ports> {
+        Ok(Ports {
+            client: free_port()?,
+            peer: free_port()?,
+            election: free_port()?,
+        })
+    }
 }
 
 impl Spec {
@@ -78,6 +99,8 @@ impl Spec {
             tick_time_ms: 2000,
             snap_count: 100_000,
             extra: Vec::new(),
+            ports: None,
+            links: BTreeMap::new(),
         }
     }
 
@@ -105,22 +128,34 @@ pub(crate) fn plan(spec: &Spec) -> anyhow::Result<Vec<Plan>> {
         );
     }
     let total = spec.voters + spec.observers;
-    let ports = match spec.base_port {
-        Some(base) => (0..3 * total as u16)
-            .map(|i| base.checked_add(i).context("the base port is too high"))
-            .collect::<anyhow::Result<Vec<u16>>>()?,
-        None => (0..3 * total)
-            .map(|_| free_port())
-            .collect::<anyhow::Result<Vec<u16>>>()?,
+    let ports = match (&spec.ports, spec.base_port) {
+        (Some(ports), _) if ports.len() == total => ports.clone(),
+        (Some(ports), _) => bail!("{} servers but ports for {}", total, ports.len()),
+        (None, Some(base)) => (0..total as u16)
+            .map(|i| {
+                let port = |k: u16| {
+                    base.checked_add(3 * i + k)
+                        .context("the base port is too high")
+                };
+                Ok(Ports {
+                    client: port(0)?,
+                    peer: port(1)?,
+                    election: port(2)?,
+                })
+            })
+            .collect::<anyhow::Result<Vec<Ports>>>()?,
+        (None, None) => (0..total)
+            .map(|_| Ports::free())
+            .collect::<anyhow::Result<Vec<Ports>>>()?,
     };
     Ok(ports
-        .chunks(3)
+        .iter()
         .enumerate()
         .map(|(i, ports)| Plan {
             id: i + 1,
-            client_port: ports[0],
-            peer_port: ports[1],
-            election_port: ports[2],
+            client_port: ports.client,
+            peer_port: ports.peer,
+            election_port: ports.election,
             observer: i >= spec.voters,
             dir: spec.dir.join(format!("node{}", i + 1)),
         })
@@ -163,11 +198,16 @@ pub(crate) fn prepare(spec: &Spec, plan: &Plan, all: &[Plan]) -> anyhow::Result<
         }
         for p in all {
             let role = if p.observer { ":observer" } else { "" };
+            let (peer, election) = spec
+                .links
+                .get(&(plan.id, p.id))
+                .copied()
+                .unwrap_or((p.peer_port, p.election_port));
             keys.push((
                 format!("server.{}", p.id),
                 format!(
-                    "127.0.0.1:{}:{}{role};127.0.0.1:{}",
-                    p.peer_port, p.election_port, p.client_port
+                    "127.0.0.1:{peer}:{election}{role};127.0.0.1:{}",
+                    p.client_port
                 ),
             ));
         }

@@ -1,0 +1,163 @@
+//! The named fault scenarios: what the nemesis does to the ensemble while
+//! the workers run, and how it puts everything right afterwards.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use launch::{Cluster, Mode};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use crate::proxy::Links;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// SIGKILL the leader, restart it a little later.
+    KillLeader,
+    /// SIGKILL a follower, restart it a little later.
+    KillFollower,
+    /// SIGSTOP the leader for seconds (a GC-pause-like freeze), SIGCONT.
+    PauseLeader,
+    /// SIGSTOP a follower for seconds, SIGCONT.
+    PauseFollower,
+    /// Cut the leader off from every other server, heal.
+    PartitionLeader,
+    /// Cut a minority of followers off from the rest, heal.
+    PartitionMinority,
+    /// Kill a follower, wipe its data directory, restart it empty.
+    WipeFollower,
+    /// A bit of everything, one fault at a time.
+    Mixed,
+}
+
+impl Scenario {
+    pub const ALL: [Scenario; 8] = [
+        Scenario::KillLeader,
+        Scenario::KillFollower,
+        Scenario::PauseLeader,
+        Scenario::PauseFollower,
+        Scenario::PartitionLeader,
+        Scenario::PartitionMinority,
+        Scenario::WipeFollower,
+        Scenario::Mixed,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::KillLeader => "kill-leader",
+            Scenario::KillFollower => "kill-follower",
+            Scenario::PauseLeader => "pause-leader",
+            Scenario::PauseFollower => "pause-follower",
+            Scenario::PartitionLeader => "partition-leader",
+            Scenario::PartitionMinority => "partition-minority",
+            Scenario::WipeFollower => "wipe-follower",
+            Scenario::Mixed => "mixed",
+        }
+    }
+}
+
+/// Faults the nemesis injected, for the summary.
+#[derive(Debug, Default)]
+pub struct Injected {
+    pub faults: Vec<String>,
+}
+
+/// Injects the scenario's faults until `stop`, then heals everything and
+/// waits until every server serves again. Runs on a blocking thread.
+pub fn nemesis(
+    scenario: Scenario,
+    cluster: &mut Cluster,
+    links: &Links,
+    stop: &AtomicBool,
+    seed: u64,
+) -> anyhow::Result<Injected> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut injected = Injected::default();
+    while !stop.load(Ordering::Relaxed) {
+        sleep_unless_stopped(stop, rng.gen_range(1000..2500));
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let fault = match scenario {
+            Scenario::Mixed => *Scenario::ALL[..7].choose(&mut rng).expect("scenarios"),
+            other => other,
+        };
+        let Some(leader) = cluster.leader() else {
+            continue;
+        };
+        let followers: Vec<usize> = (0..cluster.servers().len())
+            .filter(|&i| i != leader && cluster.servers()[i].mode() == Some(Mode::Follower))
+            .collect();
+        let victim = match fault {
+            Scenario::KillLeader | Scenario::PauseLeader | Scenario::PartitionLeader => leader,
+            _ => match followers.choose(&mut rng) {
+                Some(&f) => f,
+                None => continue,
+            },
+        };
+        let id = cluster.servers()[victim].id();
+        let hold = rng.gen_range(500..4000);
+        match fault {
+            Scenario::KillLeader | Scenario::KillFollower | Scenario::WipeFollower => {
+                cluster.server(victim).kill();
+                if fault == Scenario::WipeFollower {
+                    cluster.server(victim).wipe()?;
+                }
+                sleep_unless_stopped(stop, hold);
+                cluster.server(victim).restart()?;
+            }
+            Scenario::PauseLeader | Scenario::PauseFollower => {
+                cluster.server(victim).pause();
+                sleep_unless_stopped(stop, hold);
+                cluster.server(victim).resume();
+            }
+            Scenario::PartitionLeader => {
+                links.isolate(&[id]);
+                sleep_unless_stopped(stop, hold);
+                links.heal();
+            }
+            Scenario::PartitionMinority => {
+                let minority = (cluster.servers().len() - 1) / 2;
+                let mut side: Vec<usize> = followers
+                    .iter()
+                    .map(|&f| cluster.servers()[f].id())
+                    .collect();
+                side.shuffle(&mut rng);
+                side.truncate(minority.max(1));
+                links.isolate(&side);
+                sleep_unless_stopped(stop, hold);
+                links.heal();
+            }
+            Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
+        }
+        injected
+            .faults
+            .push(format!("{} server.{id} for {hold} ms", fault.name()));
+    }
+    heal(cluster, links)?;
+    Ok(injected)
+}
+
+/// Every link up, every process running and serving.
+pub fn heal(cluster: &mut Cluster, links: &Links) -> anyhow::Result<()> {
+    links.heal();
+    for i in 0..cluster.servers().len() {
+        let server = cluster.server(i);
+        server.resume();
+        if !server.is_running() {
+            server.restart()?;
+        }
+    }
+    for i in 0..cluster.servers().len() {
+        cluster.server(i).wait_serving(launch::START_TIMEOUT)?;
+    }
+    Ok(())
+}
+
+fn sleep_unless_stopped(stop: &AtomicBool, millis: u64) {
+    let end = Instant::now() + Duration::from_millis(millis);
+    while Instant::now() < end && !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

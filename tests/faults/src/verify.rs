@@ -1,0 +1,113 @@
+//! The checks after a scenario: a last read of every key (part of the
+//! history, so a lost acknowledged write shows as a non-linearizable
+//! read), linearizability and session guarantees, and every server holding
+//! the same znodes.
+
+use std::time::Duration;
+
+use anyhow::Context as _;
+use client::{Client, ConnectOptions, CreateMode, Error};
+use history::checker::{self, Budget, Verdict};
+use history::{Action, History, Op, Recorder, ZnodeModel};
+use launch::Cluster;
+
+use crate::workload::{self, key, ROOT};
+
+/// The client id of the final reads: no worker has it.
+const FINAL_READER: u32 = u32::MAX;
+
+pub async fn create_root(connect: &str) -> anyhow::Result<()> {
+    let zk = Client::connect(connect, ConnectOptions::new())
+        .await
+        .context("connecting to create the root")?;
+    match zk.create(ROOT, b"", CreateMode::Persistent).await {
+        Ok(_) | Err(Error::NodeExists { .. }) => {}
+        Err(error) => return Err(error).context("creating the root"),
+    }
+    zk.close().await;
+    Ok(())
+}
+
+/// Reads every key once more, through the first server, into the history.
+pub async fn final_reads(cluster: &Cluster, recorder: &Recorder, keys: usize) -> Vec<String> {
+    let options = ConnectOptions::new().session_timeout(workload::SESSION_TIMEOUT);
+    let zk = match Client::connect(&cluster.connect_string(), options).await {
+        Ok(zk) => zk,
+        Err(error) => return vec![format!("cannot connect for the final reads: {error}")],
+    };
+    let mut problems = Vec::new();
+    for k in 0..keys {
+        let op = Op {
+            path: key(k),
+            action: Action::Read,
+        };
+        let id = recorder.invoke(FINAL_READER, op.clone());
+        let outcome = workload::perform(&zk, &op).await;
+        if outcome == history::Outcome::Unknown {
+            problems.push(format!(
+                "the final read of {} failed after healing",
+                op.path
+            ));
+        }
+        recorder.complete(id, outcome);
+    }
+    zk.close().await;
+    problems
+}
+
+pub fn check_history(history: &History) -> Vec<String> {
+    let mut problems = Vec::new();
+    let budget = Budget {
+        timeout: Some(Duration::from_secs(120)),
+        ..Budget::default()
+    };
+    let report = checker::check(&ZnodeModel, history, &budget);
+    match &report.verdict {
+        Verdict::Linearizable => {}
+        Verdict::NotLinearizable(_) => problems.push(format!("NOT LINEARIZABLE: {report}")),
+        Verdict::Unknown { .. } => problems.push(format!("checker gave up: {report}")),
+    }
+    for violation in history::session::check(history) {
+        problems.push(format!("session guarantee broken: {violation:?}"));
+    }
+    problems
+}
+
+/// Every server, read on its own after a sync, holds the same keys with
+/// the same data and versions.
+pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
+    let mut copies = Vec::new();
+    for server in cluster.servers() {
+        match read_all(&server.client_address(), keys).await {
+            Ok(copy) => copies.push((server.id(), copy)),
+            Err(error) => return vec![format!("reading server.{}: {error:#}", server.id())],
+        }
+    }
+    let (first_id, first) = &copies[0];
+    copies[1..]
+        .iter()
+        .filter(|(_, copy)| copy != first)
+        .map(|(id, copy)| {
+            format!("server.{id} differs from server.{first_id}: {copy:?} vs {first:?}")
+        })
+        .collect()
+}
+
+type Copy = Vec<(String, Option<(Vec<u8>, i32, i64, i64)>)>;
+
+async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
+    let zk = Client::connect(server, ConnectOptions::new()).await?;
+    zk.sync(ROOT).await?;
+    let mut copy = Vec::new();
+    for k in 0..keys {
+        let path = key(k);
+        let node = match zk.get_data(&path).await {
+            Ok((data, stat)) => Some((data.to_vec(), stat.version, stat.czxid, stat.mzxid)),
+            Err(Error::NoNode { .. }) => None,
+            Err(error) => return Err(error).with_context(|| format!("reading {path}")),
+        };
+        copy.push((path, node));
+    }
+    zk.close().await;
+    Ok(copy)
+}
