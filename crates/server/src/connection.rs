@@ -20,7 +20,7 @@ use rand::RngCore as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tree::{Outcome, Txn, TxnOp};
 
@@ -36,6 +36,10 @@ const STEPS_QUEUED_MAX: usize = 1000;
 const EVENTS_QUEUED_MAX: usize = 100_000;
 /// The writer flushes at least this often while steps keep coming.
 const FLUSH_BYTES: usize = 64 * 1024;
+/// Bytes of read answers one connection may have waiting for its writer;
+/// past that its reader stops reading, so a client that never reads its
+/// replies holds this much of the server's memory, not its whole backlog.
+const ANSWER_BYTES_QUEUED_MAX: usize = 1 << 20;
 /// How long a closing connection may take to send replies already built.
 const FINAL_FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
 /// Bytes read from the socket per call, at least.
@@ -62,6 +66,8 @@ struct Connection {
     /// Cancelled when the connection must close, from either half or from
     /// elsewhere (expiry, a moved session, a client not reading).
     token: CancellationToken,
+    /// Permits for ANSWER_BYTES_QUEUED_MAX bytes of answers in the queue.
+    answer_budget: Arc<Semaphore>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +193,7 @@ async fn run(
         handle: handle.clone(),
         order: SessionOrder::default(),
         token: token.clone(),
+        answer_budget: Arc::new(Semaphore::new(ANSWER_BYTES_QUEUED_MAX)),
     });
     let writer_session = SessionContext {
         connection,
@@ -422,7 +429,20 @@ async fn read_loop(
             },
             request => pipeline::step(shared, &session, header.xid, request),
         };
-        let step = schedule(conn, &session, step);
+        let step = match schedule(conn, &session, step) {
+            Step::Answered { bytes, number, .. } => {
+                let size = bytes.len().clamp(1, ANSWER_BYTES_QUEUED_MAX) as u32;
+                let Ok(budget) = conn.answer_budget.clone().acquire_many_owned(size).await else {
+                    return Ok(());
+                };
+                Step::Answered {
+                    bytes,
+                    number,
+                    _budget: Some(budget),
+                }
+            }
+            step => step,
+        };
         if steps.send(step).await.is_err() {
             return Ok(());
         }
@@ -468,7 +488,11 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
                 && order.reads_waiting.load(Ordering::Acquire) == 0
             {
                 let (bytes, number) = answer_read(conn, session, &auth, xid, request);
-                return Step::Answered { bytes, number };
+                return Step::Answered {
+                    bytes,
+                    number,
+                    _budget: None,
+                };
             }
             order.reads_waiting.fetch_add(1, Ordering::AcqRel);
             Step::Read { xid, request, auth }
@@ -630,7 +654,7 @@ async fn write_loop(
                 let mut read = None;
                 let answer = match step {
                     Step::Reply(bytes) => Some(bytes),
-                    Step::Answered { bytes, number } => {
+                    Step::Answered { bytes, number, .. } => {
                         read = Some(number);
                         Some(bytes)
                     }

@@ -27,7 +27,7 @@ use jute::{
     GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode,
     ReadOp, Request, StatResponse, SyncResponse, WhoAmIResponse,
 };
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{Outcome, Txn, TxnOp};
 
 use crate::reply;
@@ -38,8 +38,13 @@ use crate::watch::{ConnectionId, WatchKind};
 pub enum Step {
     /// An answer decided without waiting for anything.
     Reply(Bytes),
-    /// A read answered at once, with its number (see `event_order`).
-    Answered { bytes: Bytes, number: u64 },
+    /// A read answered at once, with its number (see `event_order`) and
+    /// its share of the connection's answer budget, released once written.
+    Answered {
+        bytes: Bytes,
+        number: u64,
+        _budget: Option<OwnedSemaphorePermit>,
+    },
     /// A write; its reply is built once it is applied.
     Write {
         xid: i32,
