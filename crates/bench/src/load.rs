@@ -12,16 +12,23 @@ use rand::Rng as _;
 
 use crate::measure::Latencies;
 
+/// Handshakes in flight at once while opening sessions: a thousand at
+/// once would measure the server's accept backlog, not the workload.
+const CONNECTING_AT_ONCE: usize = 32;
+
 /// Opens `count` sessions, spread over the connect string's servers.
 pub async fn connect(connect: &str, count: usize) -> anyhow::Result<Vec<Client>> {
     let options = ConnectOptions::new()
         .session_timeout(Duration::from_secs(30))
         .connect_timeout(Duration::from_secs(10));
+    let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING_AT_ONCE));
     let mut pending = Vec::with_capacity(count);
     for _ in 0..count {
         let connect = connect.to_string();
         let options = options.clone();
+        let connecting = connecting.clone();
         pending.push(tokio::spawn(async move {
+            let _turn = connecting.acquire_owned().await;
             Client::connect(&connect, options).await
         }));
     }
