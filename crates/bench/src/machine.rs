@@ -38,11 +38,7 @@ impl Machine {
             kernel: output("uname", &["-sr"]).unwrap_or_else(|| "unknown".into()),
             disk: output(
                 "df",
-                &[
-                    "-T",
-                    "--output=source,fstype",
-                    &data_dir.display().to_string(),
-                ],
+                &["--output=source,fstype", &data_dir.display().to_string()],
             )
             .and_then(|out| {
                 out.lines()

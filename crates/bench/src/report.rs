@@ -263,12 +263,15 @@ impl Results<'_> {
             md,
             "\n| | metric | ZooKeeper | Paddock | Paddock vs ZooKeeper |\n|---|---|---:|---:|---:|"
         );
-        let rows = zk.or(paddock).map(|m| m.rows.as_slice()).unwrap_or(&[]);
-        for row in rows {
-            for (metric, _) in row
-                .metrics
+        let Some(shown) = zk.or(paddock) else {
+            return md;
+        };
+        // Metrics in the order the terminal table shows them.
+        let columns = shown.columns();
+        for row in &shown.rows {
+            for metric in columns
                 .iter()
-                .filter(|(k, _)| !UNREPORTED.contains(&k.as_str()))
+                .filter(|c| row.metrics.contains_key(*c) && !UNREPORTED.contains(&c.as_str()))
             {
                 let value = |m: Option<&Measurement>| {
                     m?.rows
