@@ -156,6 +156,17 @@ pub fn report_progress(
     })
 }
 
+/// Waits for every client task and merges the latencies they recorded.
+pub async fn gather(
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<Latencies>>>,
+) -> anyhow::Result<Latencies> {
+    let mut latencies = Latencies::default();
+    for task in tasks {
+        latencies.merge(&task.await??);
+    }
+    Ok(latencies)
+}
+
 /// How long to keep the load up, and how many requests each session keeps
 /// outstanding.
 #[derive(Clone, Copy, Debug)]

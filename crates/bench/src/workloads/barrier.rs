@@ -56,10 +56,7 @@ pub async fn run(args: &BarrierArgs, deployment: &mut Deployment) -> anyhow::Res
             Ok::<_, anyhow::Error>(latencies)
         }));
     }
-    let mut latencies = Latencies::default();
-    for task in tasks {
-        latencies.merge(&task.await??);
-    }
+    let latencies = load::gather(tasks).await?;
     let elapsed = began.elapsed();
     m.rows.push(
         Row::new("double barrier")

@@ -106,10 +106,7 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
                     Ok::<_, anyhow::Error>(latencies)
                 }));
             }
-            let mut latencies = Latencies::default();
-            for task in tasks {
-                latencies.merge(&task.await??);
-            }
+            let latencies = load::gather(tasks).await?;
             let elapsed = began.elapsed();
             m.rows.push(
                 Row::new(format!("{} {}", phase.name(), size_label(size)))
