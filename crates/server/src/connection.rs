@@ -714,9 +714,14 @@ async fn write_loop(
         }
         let drained = steps.is_empty() && events.is_empty();
         if close || out.len() >= FLUSH_BYTES || (drained && !out.is_empty()) {
+            // Biased towards writing: what is ready goes out even when the
+            // connection is being killed (a closeSession's reply races the
+            // kill of the closed session's connection), and a client that
+            // does not read still cannot hold the writer past the kill.
             let written = tokio::select! {
-                _ = token.cancelled() => break,
+                biased;
                 written = writer.write_all(&out) => written,
+                _ = token.cancelled() => break,
             };
             out.clear();
             shared
