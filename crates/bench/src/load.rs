@@ -49,20 +49,6 @@ pub async fn close_all(clients: Vec<Client>) {
     }
 }
 
-/// Creates `path` and any missing ancestor, with empty data.
-pub async fn ensure_path(client: &Client, path: &str) -> anyhow::Result<()> {
-    let mut prefix = String::new();
-    for part in path.split('/').filter(|p| !p.is_empty()) {
-        prefix.push('/');
-        prefix.push_str(part);
-        match client.create(&prefix, b"", CreateMode::Persistent).await {
-            Ok(_) | Err(Error::NodeExists { .. }) => {}
-            Err(error) => return Err(error).with_context(|| format!("creating {prefix}")),
-        }
-    }
-    Ok(())
-}
-
 /// Znode paths for `count` nodes under `root`, a thousand per parent as a
 /// real tree spreads them: (parents, leaves).
 pub fn tree_paths(root: &str, count: usize) -> (Vec<String>, Vec<String>) {

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use client::{Client, ConnectOptions, CreateMode, Error};
+use client::{Client, ConnectOptions, Error};
 use history::checker::{self, Budget, Verdict};
 use history::{Action, History, Op, Recorder, ZnodeModel};
 use launch::Cluster;
@@ -20,10 +20,9 @@ pub async fn create_root(connect: &str) -> anyhow::Result<()> {
     let zk = Client::connect(connect, ConnectOptions::new())
         .await
         .context("connecting to create the root")?;
-    match zk.create(ROOT, b"", CreateMode::Persistent).await {
-        Ok(_) | Err(Error::NodeExists { .. }) => {}
-        Err(error) => return Err(error).context("creating the root"),
-    }
+    client::recipes::ensure_path(&zk, ROOT)
+        .await
+        .context("creating the root")?;
     zk.close().await;
     Ok(())
 }

@@ -33,7 +33,7 @@ pub async fn run(args: &BarrierArgs, deployment: &mut Deployment) -> anyhow::Res
     m.setting("clients (barrier size)", args.clients);
     m.setting("barriers", args.barriers);
     let clients = load::connect(deployment.connect_string(), args.clients).await?;
-    load::ensure_path(&clients[0], "/bench/barrier").await?;
+    client::recipes::ensure_path(&clients[0], "/bench/barrier").await?;
     eprintln!(
         "  {} clients through {} double barriers",
         args.clients, args.barriers

@@ -76,7 +76,7 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
     m.setting("znodes per client", args.znodes);
     let clients = load::connect(deployment.connect_string(), args.clients).await?;
     for (c, zk) in clients.iter().enumerate() {
-        load::ensure_path(zk, &format!("/bench/crud/c{c:04}")).await?;
+        client::recipes::ensure_path(zk, &format!("/bench/crud/c{c:04}")).await?;
     }
     for &size in &args.value_sizes {
         let value = vec![b'x'; size];

@@ -13,7 +13,6 @@ use anyhow::{bail, ensure, Context as _};
 use client::{Client, CreateMode, Error};
 
 use crate::deploy::Deployment;
-use crate::load;
 use crate::measure::{Latencies, Measurement, Row};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -57,7 +56,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
     let zk = Client::connect(deployment.connect_string(), options)
         .await
         .context("connecting the writer")?;
-    load::ensure_path(&zk, "/bench").await?;
+    client::recipes::ensure_path(&zk, "/bench").await?;
     match zk.create(KEY, b"0", CreateMode::Persistent).await {
         Ok(_) | Err(Error::NodeExists { .. }) => {}
         Err(error) => return Err(error).context("creating /bench/failover"),

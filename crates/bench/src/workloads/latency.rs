@@ -36,7 +36,7 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
     m.setting("value bytes", args.value_size);
     let clients = load::connect(deployment.connect_string(), 1).await?;
     let zk = &clients[0];
-    load::ensure_path(zk, "/bench/latency").await?;
+    client::recipes::ensure_path(zk, "/bench/latency").await?;
     let value = vec![b'x'; args.value_size];
     let paths: Vec<String> = (0..args.ops)
         .map(|i| format!("/bench/latency/n{i:08}"))

@@ -65,7 +65,7 @@ pub async fn run(args: &MixArgs, deployment: &mut Deployment) -> anyhow::Result<
     let clients = load::connect(deployment.connect_string(), args.sessions).await?;
     let value = Bytes::from(vec![b'x'; args.value_size]);
     let (parents, keys) = load::tree_paths("/bench/mix", args.znodes);
-    load::ensure_path(&clients[0], "/bench/mix").await?;
+    client::recipes::ensure_path(&clients[0], "/bench/mix").await?;
     load::create_all(&clients, parents, Bytes::new(), 8, "creating parents").await?;
     load::create_all(&clients, keys.clone(), value.clone(), 8, "creating znodes").await?;
     let keys = Arc::new(keys);

@@ -53,7 +53,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     let probe = load::connect(deployment.connect_string(), 1)
         .await?
         .remove(0);
-    load::ensure_path(&probe, "/bench/state").await?;
+    client::recipes::ensure_path(&probe, "/bench/state").await?;
     load::create_all(&loaders, parents, Bytes::new(), 8, "parents").await?;
     probe
         .create("/bench/state-probe", b"", CreateMode::Persistent)

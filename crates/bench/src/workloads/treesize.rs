@@ -67,8 +67,8 @@ pub async fn run(args: &TreeSizeArgs, deployment: &mut Deployment) -> anyhow::Re
     let (_, hot) = load::tree_paths("/bench/hot", HOT_ZNODES);
 
     let mut clients = load::connect(deployment.connect_string(), args.sessions).await?;
-    load::ensure_path(&clients[0], "/bench/tree").await?;
-    load::ensure_path(&clients[0], "/bench/hot").await?;
+    client::recipes::ensure_path(&clients[0], "/bench/tree").await?;
+    client::recipes::ensure_path(&clients[0], "/bench/hot").await?;
     load::create_all(
         &clients,
         vec!["/bench/hot/p00000".into()],

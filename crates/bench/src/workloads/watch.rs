@@ -37,7 +37,7 @@ pub async fn run(args: &WatchArgs, deployment: &mut Deployment) -> anyhow::Resul
     let writer = load::connect(deployment.connect_string(), 1)
         .await?
         .remove(0);
-    load::ensure_path(&writer, "/bench/watch").await?;
+    client::recipes::ensure_path(&writer, "/bench/watch").await?;
     let paths: Vec<String> = (0..args.clients)
         .map(|i| format!("/bench/watch/w{i:06}"))
         .collect();

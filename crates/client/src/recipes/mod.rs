@@ -223,8 +223,9 @@ pub(crate) fn sequence(name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
-/// Creates `path` and its missing ancestors as empty persistent nodes.
-pub(crate) async fn ensure_path(client: &Client, path: &str) -> Result<(), Error> {
+/// Creates `path` and its missing ancestors as empty persistent nodes,
+/// retrying across ConnectionLoss.
+pub async fn ensure_path(client: &Client, path: &str) -> Result<(), Error> {
     if retry(client, || client.exists(path)).await?.is_some() {
         return Ok(());
     }
