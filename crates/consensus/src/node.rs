@@ -379,6 +379,10 @@ impl<W: Send + 'static> Driver<W> {
             self.log.install_snapshot(&meta)?;
             let _ = self.committed.send(Applying::Restore(meta));
         }
+        // Whoever sees a committed entry or an answered read must also see
+        // the role and term that produced it (a node can become leader and
+        // commit in one ready).
+        self.publish_status();
         for state in ready.take_read_states() {
             self.answer_read(&state.request_ctx, Some(state.index));
         }
