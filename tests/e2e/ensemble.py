@@ -187,8 +187,13 @@ class Member:
         self.stopped = False
 
     def stop(self) -> None:
-        """SIGSTOP: the process freezes with its sockets open."""
+        """SIGSTOP: the process freezes with its sockets open. Returns once
+        every thread has stopped: the kernel hands the signal to one thread,
+        and until that one runs the others go on serving (seen on a loaded
+        machine: a request sent after the signal was answered)."""
         self._signal(signal.SIGSTOP)
+        wait_for(lambda: all_threads_stopped(self.proc.pid), timeout=10,
+                 interval=0.005, what=f"{self.name} to stop")
         self.stopped = True
         self._note("SIGSTOP")
 
@@ -535,6 +540,20 @@ class Ensemble:
             missing = [p for p in paths if p not in tree]
             assert not missing, (f"{len(missing)} acknowledged writes missing on "
                                  f"{m.name}: {missing[:10]}")
+
+
+def all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is in the stopped state (T)."""
+    tasks = Path(f"/proc/{pid}/task")
+    for task in tasks.iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except FileNotFoundError:
+            continue              # the thread exited meanwhile
+        # The state follows the command name, which may hold spaces.
+        if stat[stat.rindex(")") + 2] != "T":
+            return False
+    return True
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.1, what: str = "condition"):

@@ -68,8 +68,10 @@ def shell_c(server, *lines):
 # zkCli's own chatter, which `paddock shell` one-shot does not print.
 ZK_NOISE_OUT = re.compile(
     r"^(Connecting to .*|Welcome to ZooKeeper!|JLine support is (en|dis)abled)\n", re.M)
+# zkCli's watcher thread prints the session event as two lines, each its own
+# println, so the command's output can come between them.
 SESSION_EVENT = re.compile(
-    r"\nWATCHER::\n\nWatchedEvent state:\w+ type:None path:null\n")
+    r"\nWATCHER::\n|\nWatchedEvent state:\w+ type:None path:null\n")
 # commons-cli's exception class, which zkCli prints before its message.
 JAVA_EXCEPTION = re.compile(r"^org\.apache\.commons\.cli\.\w+Exception: ", re.M)
 

@@ -163,11 +163,17 @@ impl Server {
         self.kill();
     }
 
-    /// SIGSTOP: the process freezes, as in a long GC pause.
+    /// SIGSTOP: the process freezes, as in a long GC pause. Returns once
+    /// every thread has stopped: the kernel hands the signal to one thread,
+    /// and on a loaded machine the others serve on until that one runs.
     pub fn pause(&mut self) {
         if let Some(pid) = self.pid() {
             signal(pid, libc::SIGSTOP);
             self.paused = true;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !all_threads_stopped(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
     }
 
@@ -236,6 +242,24 @@ impl Drop for Server {
 /// SIGKILL to any process, such as a server this crate did not start.
 pub fn kill(pid: u32) {
     signal(pid, libc::SIGKILL);
+}
+
+/// Whether every thread of `pid` is in the stopped state (T); true when
+/// the process is gone, as there is nothing left to wait for.
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return true;
+    };
+    tasks.flatten().all(|task| {
+        // A thread that exited meanwhile has no stat left to read.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            return true;
+        };
+        // The state follows the command name, which may hold spaces.
+        stat.rfind(')')
+            .and_then(|end| stat[end..].chars().nth(2))
+            .is_none_or(|state| state == 'T')
+    })
 }
 
 fn signal(pid: u32, signal: libc::c_int) {
