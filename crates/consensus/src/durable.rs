@@ -178,11 +178,15 @@ impl DurableLog {
         if index < first || index > last {
             return Ok(());
         }
+        // First, so that trimming the segments that held it never loses the
+        // vote; and so that a full disk fails the call before it changes
+        // anything, for the caller to repeat.
+        let hard_state = self.mem.rl().hard_state().clone();
+        self.persist(&[], Some(&hard_state))?;
         *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
         self.mem.wl().compact(index)?;
         self.wal.release_through(index.saturating_sub(1))?;
-        let hard_state = self.mem.rl().hard_state().clone();
-        self.persist(&[], Some(&hard_state))
+        Ok(())
     }
 
     pub(crate) fn dir(&self) -> &Path {

@@ -39,6 +39,8 @@ const COMMANDS_PER_TURN_MAX: usize = 4096;
 /// A proposal or read-index request not answered in this long is given up
 /// (its waiter dropped): its leader was lost, or the message was.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a log waiting for disk space tries its write again.
+const NO_SPACE_RETRY: Duration = Duration::from_millis(500);
 
 /// Where raft messages for other servers go. Sending never blocks; a
 /// message that cannot be queued is dropped (raft retries), and the peers
@@ -186,6 +188,7 @@ impl<W: Send + 'static> Consensus<W> {
             leader_id: 0,
             status: status.clone(),
             tick: config.tick,
+            deferred: Vec::new(),
         };
         let thread = thread::Builder::new()
             .name("consensus".into())
@@ -280,6 +283,9 @@ struct Driver<W> {
     leader_id: u64,
     status: Arc<Status>,
     tick: Duration,
+    /// Commands that arrived while the log waited for disk space and must
+    /// still be carried out.
+    deferred: Vec<Command<W>>,
 }
 
 impl<W: Send + 'static> Driver<W> {
@@ -306,6 +312,9 @@ impl<W: Send + 'static> Driver<W> {
                 self.give_up_stale_requests();
             }
             self.handle_ready()?;
+            for command in std::mem::take(&mut self.deferred) {
+                self.handle(command)?;
+            }
             if self.committed.is_closed() {
                 return Ok(());
             }
@@ -351,7 +360,7 @@ impl<W: Send + 'static> Driver<W> {
                 let _ = self.raw.step(message);
                 Ok(())
             }
-            Command::Compact { snapshot } => self.log.compact(snapshot),
+            Command::Compact { snapshot } => self.until_space(|log| log.compact(snapshot.clone())),
             Command::Stop => Err(Error::Stopped),
             Command::SnapshotReport { to, sent } => {
                 let status = if sent {
@@ -376,7 +385,7 @@ impl<W: Send + 'static> Driver<W> {
             // The server stepped the leader's snapshot message only once the
             // snapshot's bytes were durable in the snapshot directory.
             let meta = SnapshotMeta::from_raft(ready.snapshot());
-            self.log.install_snapshot(&meta)?;
+            self.until_space(|log| log.install_snapshot(&meta))?;
             let _ = self.committed.send(Applying::Restore(meta));
         }
         // Whoever sees a committed entry or an answered read must also see
@@ -387,7 +396,7 @@ impl<W: Send + 'static> Driver<W> {
             self.answer_read(&state.request_ctx, Some(state.index));
         }
         self.forward(ready.take_committed_entries());
-        self.log.persist(ready.entries(), ready.hs())?;
+        self.until_space(|log| log.persist(ready.entries(), ready.hs()))?;
         // A follower's acknowledgements must wait until it has persisted.
         self.send(ready.take_persisted_messages());
         let mut light = self.raw.advance(ready);
@@ -523,6 +532,67 @@ impl<W: Send + 'static> Driver<W> {
             }
         }
         None
+    }
+
+    /// Runs `write` until it stops failing for lack of disk space. Meanwhile
+    /// the status says so, and the server refuses writes and serves reads;
+    /// what reaches this thread is turned away as a server without a leader
+    /// would (proposals and read-index requests dropped, their callers
+    /// retry) and peer messages are dropped as a lossy network would (raft
+    /// sends again), so nothing piles up however long the wait. A leader
+    /// stuck here stops heartbeating and the others elect one whose disk
+    /// has room.
+    fn until_space<T>(
+        &mut self,
+        mut write: impl FnMut(&mut DurableLog) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let mut waited = false;
+        loop {
+            match write(&mut self.log) {
+                Err(Error::Storage(error @ storage::StorageError::NoSpace { .. })) => {
+                    if !waited {
+                        tracing::error!(
+                            "{error}. Until then this server refuses writes and serves reads; it retries every {} ms",
+                            NO_SPACE_RETRY.as_millis()
+                        );
+                        self.status.disk_full.store(true, Ordering::Relaxed);
+                        waited = true;
+                    }
+                    self.turn_away_commands(NO_SPACE_RETRY)?;
+                }
+                result => {
+                    if waited {
+                        tracing::info!(
+                            "disk space is back for the log in {}: writes resume",
+                            self.log.dir().display()
+                        );
+                        self.status.disk_full.store(false, Ordering::Relaxed);
+                    }
+                    return result;
+                }
+            }
+        }
+    }
+
+    /// Takes commands for `wait` without acting on them: see `until_space`.
+    fn turn_away_commands(&mut self, wait: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + wait;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let command = match self.inbox.recv_timeout(left) {
+                Ok(command) => command,
+                Err(RecvTimeoutError::Timeout) => return Ok(()),
+                Err(RecvTimeoutError::Disconnected) => return Err(Error::Stopped),
+            };
+            match command {
+                Command::Stop => return Err(Error::Stopped),
+                Command::Propose { .. } | Command::Step(_) => {}
+                Command::ReadIndex { callback } => callback(None),
+                Command::Compact { .. } | Command::SnapshotReport { .. } => {
+                    self.deferred.push(command)
+                }
+            }
+        }
     }
 
     fn publish_status(&self) {

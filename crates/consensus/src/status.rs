@@ -1,7 +1,7 @@
 //! What the consensus thread last knew, published for four-letter words
 //! and metrics without asking the thread.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -20,6 +20,9 @@ pub struct Status {
     pub(crate) commit_index: AtomicU64,
     /// Log index space.
     pub(crate) last_index: AtomicU64,
+    /// The log could not be written for lack of disk space and waits for
+    /// it: nothing new can be made durable here.
+    pub(crate) disk_full: AtomicBool,
 }
 
 impl Status {
@@ -45,5 +48,11 @@ impl Status {
 
     pub fn last_index(&self) -> u64 {
         self.last_index.load(Ordering::Relaxed)
+    }
+
+    /// Whether the log waits for disk space, so that writes made through
+    /// this server cannot be accepted; reads can still be served.
+    pub fn disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Relaxed)
     }
 }

@@ -299,6 +299,11 @@ async fn establish(
 }
 
 async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes), ConnectionError> {
+    if shared.consensus.status().disk_full() {
+        return Err(ConnectionError::SessionNotCreated(
+            "the disk is full, so no session can be created here until space is freed".into(),
+        ));
+    }
     let session_id = shared.session_ids.next();
     let mut password = vec![0u8; PASSWORD_BYTES];
     rand::thread_rng().fill_bytes(&mut password);

@@ -34,6 +34,9 @@ pub fn answer(shared: &Shared, word: &str, asker: SocketAddr) -> String {
     }
     match word {
         "ruok" => "imok".to_string(),
+        // Read-only while the log waits for disk space: writes are refused
+        // with NotReadOnly, as by a read-only ZooKeeper server.
+        "isro" if shared.consensus.status().disk_full() => "ro".to_string(),
         "isro" => "rw".to_string(),
         "srvr" => server_stats(shared, None),
         "stat" => server_stats(shared, Some(asker)),

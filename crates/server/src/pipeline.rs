@@ -107,7 +107,18 @@ pub struct SessionContext {
 /// connection before this, since they change the connection itself.
 pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
     let request_op = request.op_code();
+    // The log waits for disk space: a write cannot be made durable here, so
+    // it is refused at once, as a read-only ZooKeeper server refuses one
+    // (the client learns that nothing was done), while reads go on.
+    let disk_full = shared.consensus.status().disk_full();
     let write = |op: TxnOp, shape: ReplyShape| {
+        if disk_full {
+            return Step::Reply(reply::header_only(
+                xid,
+                shared.last_zxid(),
+                ErrorCode::NotReadOnly,
+            ));
+        }
         let txn = Txn {
             time_ms: crate::shared::now_ms(),
             session_id: session.session_id,

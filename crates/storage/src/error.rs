@@ -1,9 +1,9 @@
 //! The one error type of this crate.
 //!
-//! Every variant means "the caller cannot trust this storage to make progress":
-//! the server stops and an operator reads the message. Callers branch only on
-//! [`StorageError::RecordTooLarge`] (a programming error in what was appended)
-//! versus everything else.
+//! Every variant but one means "the caller cannot trust this storage to make
+//! progress": the server stops and an operator reads the message. The
+//! exception is [`StorageError::NoSpace`]: the disk is full, nothing is lost,
+//! and the same call succeeds once space is freed.
 
 use std::io;
 use std::path::PathBuf;
@@ -19,6 +19,18 @@ pub enum StorageError {
         /// What was being done, and to which file.
         context: String,
         /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The disk (or the user's quota) is full. Nothing is lost and the log is
+    /// still usable: the call may be repeated, with the same records, once
+    /// space is freed. (A failed fsync is never this: see `Io`.)
+    #[error("{context}: the disk is full ({source}); free space on it, and writing resumes")]
+    NoSpace {
+        /// What was being done, and to which file.
+        context: String,
+        /// The operating system's error (ENOSPC or EDQUOT).
         #[source]
         source: io::Error,
     },
@@ -66,6 +78,23 @@ pub enum StorageError {
         /// The log's directory.
         dir: PathBuf,
     },
+}
+
+/// Like [`io_context`] for a write that may be repeated: a full disk becomes
+/// [`StorageError::NoSpace`].
+pub(crate) fn write_context(
+    context: impl FnOnce() -> String,
+) -> impl FnOnce(io::Error) -> StorageError {
+    move |source| match source.kind() {
+        io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => StorageError::NoSpace {
+            context: context(),
+            source,
+        },
+        _ => StorageError::Io {
+            context: context(),
+            source,
+        },
+    }
 }
 
 /// Builds a `map_err` closure that wraps an `io::Error` with its context.

@@ -22,6 +22,11 @@ pub trait WritableFile: Send + Debug {
     fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()>;
     /// Truncates or extends (with zeros) the file to `len` bytes.
     fn set_len(&mut self, len: u64) -> io::Result<()>;
+    /// Extends the file (with zeros) to at least `len` bytes with disk space
+    /// reserved, so that writes within them cannot fail for lack of space: a
+    /// full disk shows here instead. Where the file system cannot reserve
+    /// space, only extends the file, sparse.
+    fn allocate(&mut self, len: u64) -> io::Result<()>;
     /// `fdatasync`: the data written so far, and the file size, are durable on return.
     fn sync_data(&mut self) -> io::Result<()>;
     /// `fsync`: data and all metadata are durable on return.
@@ -76,12 +81,42 @@ impl WritableFile for StdWritableFile {
         self.file.set_len(len)
     }
 
+    #[cfg(target_os = "linux")]
+    fn allocate(&mut self, len: u64) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let len = libc::off_t::try_from(len)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file length too large"))?;
+        // SAFETY: fallocate(2) on a descriptor we own, with plain integers.
+        if unsafe { libc::fallocate(self.file.as_raw_fd(), 0, 0, len) } == 0 {
+            return Ok(());
+        }
+        let error = io::Error::last_os_error();
+        if error.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return self.grow_to(len as u64);
+        }
+        Err(error)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn allocate(&mut self, len: u64) -> io::Result<()> {
+        self.grow_to(len)
+    }
+
     fn sync_data(&mut self) -> io::Result<()> {
         self.file.sync_data()
     }
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.file.sync_all()
+    }
+}
+
+impl StdWritableFile {
+    fn grow_to(&mut self, len: u64) -> io::Result<()> {
+        if self.file.metadata()?.len() < len {
+            self.file.set_len(len)?;
+        }
+        Ok(())
     }
 }
 

@@ -19,9 +19,11 @@
 //!
 //! - Nothing appended is durable until [`Wal::sync`] returns `Ok`; acknowledge
 //!   only after it. Dropping a `Wal` does not sync.
-//! - Any error from a `Wal` or `SnapshotStore` means storage cannot be trusted
-//!   to make progress: stop the server. After a failed write or fsync the
-//!   `Wal` refuses further calls ([`StorageError::Poisoned`]).
+//! - Any error from a `Wal` or `SnapshotStore` but [`StorageError::NoSpace`]
+//!   means storage cannot be trusted to make progress: stop the server. After
+//!   a failed write or fsync the `Wal` refuses further calls
+//!   ([`StorageError::Poisoned`]). `NoSpace` (a full disk) loses nothing:
+//!   repeat the same append once space is freed.
 //! - [`Wal::open`] returns records in append order and may return an index
 //!   more than once (a suffix rewritten after a conflict): a record with index
 //!   `i` supersedes every earlier-returned record with index `>= i`.

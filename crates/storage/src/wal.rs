@@ -17,14 +17,20 @@
 //! so far durable with one `fdatasync`. Rolling to a new segment first
 //! `fdatasync`s the old one, so a segment other than the last is always
 //! complete on disk — which is what lets recovery call any damage in it
-//! corruption. New segments are preallocated with `set_len` (sparse on most
-//! file systems) and their directory entry is synced before use; removed
+//! corruption. New segments are preallocated with `fallocate` (so a full disk
+//! shows when a segment starts, not in the middle of one; `set_len`, sparse,
+//! where the file system cannot reserve space) and their directory entry is
+//! synced before use; removed
 //! segments are unlinked one at a time, oldest first, each followed by a
 //! directory sync, so a crash never leaves a gap.
 //!
 //! After any failed write or fsync the `Wal` is poisoned: every later call
 //! returns [`StorageError::Poisoned`]. (After a failed fsync Linux may already
 //! have dropped the dirty pages, so retrying could report durability falsely.)
+//! A full disk is the exception: an append that fails with
+//! [`StorageError::NoSpace`] wrote nothing that a repeat of it (same records)
+//! would not write again at the same place, so the log stays usable and the
+//! caller repeats the append once space is freed.
 //!
 //! # Repeated indices
 //!
@@ -56,7 +62,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tracing::{debug, warn};
 
-use crate::error::{io_context, StorageError};
+use crate::error::{io_context, write_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
 use crate::record::{
     self, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
@@ -403,8 +409,12 @@ impl Wal {
     /// Nothing is durable until [`Wal::sync`].
     ///
     /// A payload over [`RECORD_PAYLOAD_BYTES_MAX`] fails the whole call with
-    /// [`StorageError::RecordTooLarge`] before anything is written. Any other
-    /// error poisons the log.
+    /// [`StorageError::RecordTooLarge`] before anything is written.
+    /// [`StorageError::NoSpace`] leaves the log usable: repeat the call with
+    /// the same records once space is freed (records it did write, before a
+    /// new segment could not be started, are then written again, which
+    /// recovery reads as the same record rewritten). Any other error poisons
+    /// the log.
     pub fn append(&mut self, records: &[(u64, &[u8])]) -> Result<(), StorageError> {
         self.check_usable()?;
         for &(index, payload) in records {
@@ -419,7 +429,10 @@ impl Wal {
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
         let result = self.append_encoded(records, &mut pending);
-        if result.is_err() {
+        if result
+            .as_ref()
+            .is_err_and(|e| !matches!(e, StorageError::NoSpace { .. }))
+        {
             self.poisoned = true;
         }
         // Do not keep a huge buffer alive after one exceptional batch.
@@ -465,10 +478,12 @@ impl Wal {
         let Some(active) = &mut self.active else {
             unreachable!("records are encoded only once a segment is active");
         };
+        // A failed write leaves `write_offset` where it was: repeated, it
+        // overwrites whatever prefix reached the file.
         active
             .file
             .write_all_at(active.write_offset, pending)
-            .map_err(io_context(|| {
+            .map_err(write_context(|| {
                 format!("writing WAL segment {}", active.path.display())
             }))?;
         active.write_offset += pending.len() as u64;
@@ -492,18 +507,17 @@ impl Wal {
             });
         }
         let path = self.dir.join(segment_name(self.next_seq, first_index));
-        let ctx = || format!("creating WAL segment {}", path.display());
-        let mut file = self.fs.create(&path).map_err(io_context(ctx))?;
-        file.write_all_at(0, &SEGMENT_MAGIC)
-            .map_err(io_context(ctx))?;
-        if self.opts.preallocate {
-            let len = self.opts.segment_bytes.max(SEGMENT_HEADER_BYTES as u64);
-            file.set_len(len).map_err(io_context(ctx))?;
-        }
-        file.sync_all().map_err(io_context(ctx))?;
-        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
-            format!("syncing WAL directory {}", self.dir.display())
-        }))?;
+        let file = match self.start_segment(&path) {
+            Ok(file) => file,
+            Err(error) => {
+                // Out of space: the next attempt starts this segment afresh,
+                // under the same name.
+                if matches!(error, StorageError::NoSpace { .. }) {
+                    let _ = self.fs.remove_file(&path);
+                }
+                return Err(error);
+            }
+        };
         debug!(file = %path.display(), first_index, "started WAL segment");
         self.next_seq += 1;
         self.active = Some(ActiveSegment {
@@ -514,6 +528,23 @@ impl Wal {
             unsynced: false,
         });
         Ok(())
+    }
+
+    /// Creates the segment file at `path`: magic, space, durable entry.
+    fn start_segment(&self, path: &Path) -> Result<Box<dyn WritableFile>, StorageError> {
+        let ctx = || format!("creating WAL segment {}", path.display());
+        let mut file = self.fs.create(path).map_err(write_context(ctx))?;
+        file.write_all_at(0, &SEGMENT_MAGIC)
+            .map_err(write_context(ctx))?;
+        if self.opts.preallocate {
+            let len = self.opts.segment_bytes.max(SEGMENT_HEADER_BYTES as u64);
+            file.allocate(len).map_err(write_context(ctx))?;
+        }
+        file.sync_all().map_err(io_context(ctx))?;
+        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
+            format!("syncing WAL directory {}", self.dir.display())
+        }))?;
+        Ok(file)
     }
 
     /// Makes every record appended so far durable, with one `fdatasync` (none

@@ -1,4 +1,5 @@
-//! Fault injection through the file seam: failed fsyncs and writes cut short.
+//! Fault injection through the file seam: failed fsyncs, writes cut short,
+//! a full disk.
 
 use std::io;
 use std::path::Path;
@@ -17,6 +18,18 @@ struct Faults {
     fail_sync_all: AtomicBool,
     /// The next write stores only this many bytes, then fails.
     short_write: Mutex<Option<usize>>,
+    /// No space left: reserving fails, and so does a write beyond the space
+    /// its file reserved (after storing half its bytes), with ENOSPC.
+    disk_full: AtomicBool,
+}
+
+impl Faults {
+    fn check_space(&self) -> io::Result<()> {
+        if self.disk_full.load(Ordering::SeqCst) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Default)]
@@ -28,6 +41,8 @@ struct FaultyFs {
 struct FaultyFile {
     inner: Box<dyn WritableFile>,
     faults: Arc<Faults>,
+    /// Bytes of disk reserved by `allocate`.
+    reserved: u64,
 }
 
 fn injected(what: &str) -> io::Error {
@@ -36,6 +51,12 @@ fn injected(what: &str) -> io::Error {
 
 impl WritableFile for FaultyFile {
     fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        if offset + buf.len() as u64 > self.reserved {
+            if let Err(full) = self.faults.check_space() {
+                self.inner.write_all_at(offset, &buf[..buf.len() / 2])?;
+                return Err(full);
+            }
+        }
         let short = self.faults.short_write.lock().expect("lock").take();
         match short {
             Some(n) => {
@@ -48,6 +69,13 @@ impl WritableFile for FaultyFile {
 
     fn set_len(&mut self, len: u64) -> io::Result<()> {
         self.inner.set_len(len)
+    }
+
+    fn allocate(&mut self, len: u64) -> io::Result<()> {
+        self.faults.check_space()?;
+        self.inner.allocate(len)?;
+        self.reserved = self.reserved.max(len);
+        Ok(())
     }
 
     fn sync_data(&mut self) -> io::Result<()> {
@@ -79,12 +107,14 @@ impl FileSystem for FaultyFs {
         Ok(Box::new(FaultyFile {
             inner: StdFs.create(path)?,
             faults: self.faults.clone(),
+            reserved: 0,
         }))
     }
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         Ok(Box::new(FaultyFile {
             inner: StdFs.open_write(path)?,
             faults: self.faults.clone(),
+            reserved: 0,
         }))
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -99,15 +129,14 @@ impl FileSystem for FaultyFs {
 }
 
 fn open_faulty(dir: &Path) -> (Wal, Arc<Faults>) {
+    open_faulty_with(dir, WalOptions::default())
+}
+
+fn open_faulty_with(dir: &Path, options: WalOptions) -> (Wal, Arc<Faults>) {
     let fs = Arc::new(FaultyFs::default());
     let faults = fs.faults.clone();
-    let (wal, _) = Wal::open_with(
-        dir,
-        WalOptions::default(),
-        RecoveryMode::TolerateTailCorruption,
-        fs,
-    )
-    .expect("open");
+    let (wal, _) =
+        Wal::open_with(dir, options, RecoveryMode::TolerateTailCorruption, fs).expect("open");
     (wal, faults)
 }
 
@@ -173,6 +202,68 @@ fn a_write_cut_short_poisons_the_log_and_recovery_truncates_it() {
     wal.sync().expect("sync");
     drop(wal);
     assert_eq!(recovered_indices(tmp.path()), vec![1, 2, 3, 4, 5, 6, 7]);
+}
+
+/// The log as its reader must take it: a record supersedes every earlier
+/// one with an index at or above its own.
+fn latest_indices(dir: &Path) -> Vec<u64> {
+    let mut log: Vec<u64> = Vec::new();
+    for index in recovered_indices(dir) {
+        log.retain(|&earlier| earlier < index);
+        log.push(index);
+    }
+    log
+}
+
+#[test]
+fn a_full_disk_fails_the_append_and_a_repeat_once_space_is_back_keeps_every_record() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Small, reserved segments: the batch written while the disk is full
+    // fills the active one and fails to start the next.
+    let options = WalOptions {
+        segment_bytes: 4096,
+        preallocate: true,
+    };
+    let (mut wal, faults) = open_faulty_with(tmp.path(), options);
+    append_range(&mut wal, 1..=50).expect("append");
+    wal.sync().expect("sync");
+
+    faults.disk_full.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        let err = append_range(&mut wal, 51..=200).expect_err("the disk is full");
+        assert!(matches!(&err, StorageError::NoSpace { .. }), "{err:?}");
+        assert!(err.to_string().contains("free space"), "{err}");
+    }
+    faults.disk_full.store(false, Ordering::SeqCst);
+    append_range(&mut wal, 51..=200).expect("space is back");
+    wal.sync().expect("sync");
+    append_range(&mut wal, 201..=210).expect("append");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(latest_indices(tmp.path()), (1..=210).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_full_disk_within_a_segment_leaves_a_torn_record_that_a_repeat_overwrites() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // Without reserved space the write itself fails, half done.
+    let options = WalOptions {
+        preallocate: false,
+        ..WalOptions::default()
+    };
+    let (mut wal, faults) = open_faulty_with(tmp.path(), options);
+    append_range(&mut wal, 1..=5).expect("append");
+    wal.sync().expect("sync");
+    faults.disk_full.store(true, Ordering::SeqCst);
+    assert!(matches!(
+        append_range(&mut wal, 6..=10),
+        Err(StorageError::NoSpace { .. })
+    ));
+    faults.disk_full.store(false, Ordering::SeqCst);
+    append_range(&mut wal, 6..=10).expect("space is back");
+    wal.sync().expect("sync");
+    drop(wal);
+    assert_eq!(recovered_indices(tmp.path()), (1..=10).collect::<Vec<_>>());
 }
 
 #[test]
