@@ -15,6 +15,7 @@ use crate::spec::{self, Plan, Spec};
 pub struct Server {
     plan: Plan,
     argv: Vec<String>,
+    env: Vec<(String, String)>,
     child: Option<Child>,
     paused: bool,
 }
@@ -23,9 +24,16 @@ impl Server {
     pub(crate) fn start(spec: &Spec, plan: Plan, all: &[Plan]) -> anyhow::Result<Server> {
         spec::check_installed(&spec.flavor)?;
         let argv = spec::prepare(spec, &plan, all)?;
+        let id = plan.id.to_string();
+        let env = spec
+            .env
+            .iter()
+            .map(|(key, value)| (key.clone(), value.replace("{id}", &id)))
+            .collect();
         let mut server = Server {
             plan,
             argv,
+            env,
             child: None,
             paused: false,
         };
@@ -42,6 +50,7 @@ impl Server {
             .with_context(|| format!("opening {}", log_path.display()))?;
         let child = Command::new(&self.argv[0])
             .args(&self.argv[1..])
+            .envs(self.env.iter().map(|(key, value)| (key, value)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

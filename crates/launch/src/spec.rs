@@ -60,6 +60,9 @@ pub struct Spec {
     pub snap_count: u64,
     /// More zoo.cfg keys, the same for every server.
     pub extra: Vec<(String, String)>,
+    /// Environment variables of every server process; `{id}` in a value
+    /// stands for the server's id.
+    pub env: Vec<(String, String)>,
     /// Each server's ports, in server order, instead of free ones; a
     /// harness that proxies peer links needs them before the start.
     pub ports: Option<Vec<Ports>>,
@@ -99,6 +102,7 @@ impl Spec {
             tick_time_ms: 2000,
             snap_count: 100_000,
             extra: Vec::new(),
+            env: Vec::new(),
             ports: None,
             links: BTreeMap::new(),
         }

@@ -10,12 +10,14 @@
 //! znodes compared. A failing history is saved as JSON lines. See
 //! tests/faults/README.md.
 //!
-//! Layout: `proxy` (the peer-link proxies), `workload` (the recorded
-//! clients), `scenario` (the nemesis), `verify` (the checks), here the
-//! command line and one scenario's run.
+//! Layout: `proxy` (the peer-link proxies), `shim` (the control files of
+//! the preloaded library that slows fsyncs and shifts clocks), `workload`
+//! (the recorded clients), `scenario` (the nemesis), `verify` (the
+//! checks), here the command line and one scenario's run.
 
 mod proxy;
 mod scenario;
+mod shim;
 mod verify;
 mod workload;
 
@@ -31,7 +33,8 @@ use history::Recorder;
 use launch::{Cluster, Flavor, Ports, Spec};
 
 use crate::proxy::Links;
-use crate::scenario::Scenario;
+use crate::scenario::{Levers, Scenario};
+use crate::shim::Shim;
 use crate::workload::Worker;
 
 #[derive(Parser)]
@@ -165,7 +168,9 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     if dir.exists() {
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
+    let shim = Shim::new(&dir.join("shim"), servers)?;
     let spec = Spec {
+        env: shim.env(),
         ports: Some(ports),
         links: links.ports().clone(),
         tick_time_ms: 500,
@@ -198,7 +203,12 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     let nemesis = {
         let stop = stop.clone();
         tokio::task::spawn_blocking(move || {
-            let injected = scenario::nemesis(scenario, &mut cluster, &links, &stop, seed);
+            let levers = Levers {
+                cluster: &mut cluster,
+                links: &links,
+                shim: &shim,
+            };
+            let injected = scenario::nemesis(scenario, levers, &stop, seed);
             (cluster, links, injected)
         })
     };

@@ -10,6 +10,7 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::proxy::Links;
+use crate::shim::Shim;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scenario {
@@ -27,12 +28,17 @@ pub enum Scenario {
     PartitionMinority,
     /// Kill a follower, wipe its data directory, restart it empty.
     WipeFollower,
+    /// Every fsync of one server takes 50-800 ms longer, then full speed.
+    SlowDisk,
+    /// One server's wall clock jumps (either way, a minute to a day) and
+    /// its monotonic clock jumps 0.5-3 s forward; the wall clock comes back.
+    ClockJump,
     /// A bit of everything, one fault at a time.
     Mixed,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 8] = [
+    pub const ALL: [Scenario; 10] = [
         Scenario::KillLeader,
         Scenario::KillFollower,
         Scenario::PauseLeader,
@@ -40,6 +46,8 @@ impl Scenario {
         Scenario::PartitionLeader,
         Scenario::PartitionMinority,
         Scenario::WipeFollower,
+        Scenario::SlowDisk,
+        Scenario::ClockJump,
         Scenario::Mixed,
     ];
 
@@ -52,6 +60,8 @@ impl Scenario {
             Scenario::PartitionLeader => "partition-leader",
             Scenario::PartitionMinority => "partition-minority",
             Scenario::WipeFollower => "wipe-follower",
+            Scenario::SlowDisk => "slow-disk",
+            Scenario::ClockJump => "clock-jump",
             Scenario::Mixed => "mixed",
         }
     }
@@ -63,15 +73,26 @@ pub struct Injected {
     pub faults: Vec<String>,
 }
 
+/// What the nemesis acts through.
+pub struct Levers<'a> {
+    pub cluster: &'a mut Cluster,
+    pub links: &'a Links,
+    pub shim: &'a Shim,
+}
+
 /// Injects the scenario's faults until `stop`, then heals everything and
 /// waits until every server serves again. Runs on a blocking thread.
 pub fn nemesis(
     scenario: Scenario,
-    cluster: &mut Cluster,
-    links: &Links,
+    levers: Levers<'_>,
     stop: &AtomicBool,
     seed: u64,
 ) -> anyhow::Result<Injected> {
+    let Levers {
+        cluster,
+        links,
+        shim,
+    } = levers;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut injected = Injected::default();
     while !stop.load(Ordering::Relaxed) {
@@ -80,7 +101,9 @@ pub fn nemesis(
             break;
         }
         let fault = match scenario {
-            Scenario::Mixed => *Scenario::ALL[..7].choose(&mut rng).expect("scenarios"),
+            Scenario::Mixed => *Scenario::ALL[..Scenario::ALL.len() - 1]
+                .choose(&mut rng)
+                .expect("scenarios"),
             other => other,
         };
         let Some(leader) = cluster.leader() else {
@@ -91,6 +114,7 @@ pub fn nemesis(
             .collect();
         let victim = match fault {
             Scenario::KillLeader | Scenario::PauseLeader | Scenario::PartitionLeader => leader,
+            Scenario::SlowDisk | Scenario::ClockJump => rng.gen_range(0..cluster.servers().len()),
             _ => match followers.choose(&mut rng) {
                 Some(&f) => f,
                 None => continue,
@@ -98,6 +122,7 @@ pub fn nemesis(
         };
         let id = cluster.servers()[victim].id();
         let hold = rng.gen_range(500..4000);
+        let mut what = format!("{} server.{id}", fault.name());
         match fault {
             Scenario::KillLeader | Scenario::KillFollower | Scenario::WipeFollower => {
                 cluster.server(victim).kill();
@@ -129,19 +154,38 @@ pub fn nemesis(
                 sleep_unless_stopped(stop, hold);
                 links.heal();
             }
+            Scenario::SlowDisk => {
+                let delay = Duration::from_millis(rng.gen_range(50..800));
+                what += &format!(" (fsync +{} ms)", delay.as_millis());
+                shim.slow_disk(id, delay)?;
+                sleep_unless_stopped(stop, hold);
+                shim.slow_disk(id, Duration::ZERO)?;
+            }
+            Scenario::ClockJump => {
+                let wall_s = rng.gen_range(60..86_400) * if rng.gen_bool(0.5) { 1 } else { -1 };
+                let monotonic = Duration::from_millis(rng.gen_range(500..3000));
+                what += &format!(
+                    " (wall clock {wall_s:+} s, monotonic +{} ms)",
+                    monotonic.as_millis()
+                );
+                shim.shift_realtime(id, wall_s * 1_000_000_000)?;
+                shim.jump_monotonic(id, monotonic)?;
+                sleep_unless_stopped(stop, hold);
+                shim.shift_realtime(id, 0)?;
+            }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
         }
-        injected
-            .faults
-            .push(format!("{} server.{id} for {hold} ms", fault.name()));
+        injected.faults.push(format!("{what} for {hold} ms"));
     }
-    heal(cluster, links)?;
+    heal(cluster, links, shim)?;
     Ok(injected)
 }
 
-/// Every link up, every process running and serving.
-pub fn heal(cluster: &mut Cluster, links: &Links) -> anyhow::Result<()> {
+/// Every link up, disks at full speed, clocks true, every process running
+/// and serving.
+pub fn heal(cluster: &mut Cluster, links: &Links, shim: &Shim) -> anyhow::Result<()> {
     links.heal();
+    shim.heal(cluster.servers().len())?;
     for i in 0..cluster.servers().len() {
         let server = cluster.server(i);
         server.resume();
