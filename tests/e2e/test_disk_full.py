@@ -15,6 +15,8 @@ import pytest
 from kazoo.exceptions import NotReadOnlyCallError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from ensemble import Ensemble, wait_for
+
 pytestmark = pytest.mark.paddock_only("ZooKeeper stops on a full disk")
 
 # Room for two of the 64 MiB WAL segments the server reserves: the first is
@@ -24,20 +26,46 @@ DISK_MB = 160
 VALUE = b"v" * (900 * 1024)
 
 
-@pytest.fixture
-def small_disk(server_factory):
-    """A stopped server whose data directory is a tmpfs of DISK_MB."""
-    s = server_factory(start=False)
+def mount_small_disk(path):
     mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(s.data_dir)],
+        ["mount", "-t", "tmpfs", "-o", f"size={DISK_MB}m", "tmpfs", str(path)],
         capture_output=True, text=True)
     if mounted.returncode != 0:
         raise AssertionError(
             "could not mount a small tmpfs for the disk-full test (it needs root with "
             f"CAP_SYS_ADMIN, as CI has): {mounted.stderr.strip()}")
+
+
+def unmount(path):
+    subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+@pytest.fixture
+def small_disk(server_factory):
+    """A stopped server whose data directory is a tmpfs of DISK_MB."""
+    s = server_factory(start=False)
+    mount_small_disk(s.data_dir)
     yield s
     s.kill()
-    subprocess.run(["umount", "-l", str(s.data_dir)], check=False)
+    unmount(s.data_dir)
+
+
+@pytest.fixture
+def small_disks(tmp_path):
+    """A 3-server ensemble, each server's data directory a tmpfs of DISK_MB."""
+    ens = Ensemble(tmp_path, voters=3)
+    mounted = []
+    try:
+        for m in ens.members:
+            mount_small_disk(m.data_dir)
+            mounted.append(m.data_dir)
+            (m.data_dir / "myid").write_text(f"{m.id}\n")
+        ens.start()
+        yield ens
+    finally:
+        ens.close()
+        for path in mounted:
+            unmount(path)
 
 
 def fill(path, leave=0):
@@ -105,3 +133,41 @@ def test_a_full_disk_refuses_writes_serves_reads_and_recovers(small_disk, kazoo_
     children = set(c.get_children("/d"))
     for p in acked + [caught, "/d/later"]:
         assert p.rsplit("/", 1)[1] in children, p
+
+
+def test_a_follower_whose_disk_fills_refuses_writes_and_catches_up(small_disks):
+    """The ensemble writes on through the servers with room; the full one
+    refuses its clients' writes, answers their reads from what it has, and
+    catches up once space is freed."""
+    ens = small_disks
+    leader = ens.leader()
+    full = ens.followers()[0]
+    writer = ens.client(leader)
+    local = ens.client(full)
+    writer.create("/d")
+    local.sync("/d")
+    filler = full.data_dir / "filler"
+    fill(filler)
+
+    # Every server fills its first segment alike; only `full` cannot
+    # reserve the next one.
+    acked = []
+    for i in range(100):
+        acked.append(writer.create(f"/d/n{i:03d}", VALUE))
+        if full.four_letter("isro") == "ro":
+            break
+    assert full.four_letter("isro") == "ro", "the follower's disk never filled"
+    for i in range(5):
+        acked.append(writer.create(f"/d/more{i}", b"x"))
+    with pytest.raises(NotReadOnlyCallError):
+        local.create("/d/refused")
+    assert local.exists("/d") is not None
+    assert "the disk is full" in full.log_path.read_text(errors="replace")
+
+    filler.unlink()
+    wait_for(lambda: full.four_letter("isro") == "rw", timeout=15,
+             what="the follower to leave read-only mode")
+    local.sync("/d")
+    assert set(local.get_children("/d")) == {p.rsplit("/", 1)[1] for p in acked}
+    local.create("/d/after")
+    ens.assert_trees_identical()
