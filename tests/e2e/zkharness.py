@@ -130,7 +130,9 @@ class Server:
             env = dict(os.environ)
             env.setdefault("RUST_BACKTRACE", "1")
         else:
-            jvm = ["-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            # ZooKeeper's own default heap (zkEnv.sh's ZK_SERVER_HEAP): a
+            # znode with a million children does not fit in less.
+            jvm = ["-Xmx1000m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                    "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
                    "-Dzookeeper.admin.enableServer=false"]
             for key in JVM_PROPERTY_KEYS:
