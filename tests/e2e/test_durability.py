@@ -5,6 +5,7 @@ These look inside Paddock's data directory, so they run against Paddock
 only."""
 
 import struct
+import time
 import subprocess
 from pathlib import Path
 
@@ -117,3 +118,23 @@ def test_bad_configuration_is_reported_with_the_key(tmp_path):
                        capture_output=True, text=True, timeout=30)
     assert p.returncode != 0
     assert "minSessionTimeout" in p.stderr and "maxSessionTimeout" in p.stderr, p.stderr
+
+
+def test_a_snapshot_is_due_by_log_size_as_well_as_by_count(server_factory, kazoo_factory):
+    """Few large writes: snapCount is far off, snapSizeLimitInKb is not. The
+    log since the last snapshot is held in memory too, so without the size
+    limit a client writing megabytes at a time would grow the server by
+    snapCount times that before any snapshot let the log go."""
+    s = server_factory({"snapCount": "100000", "snapSizeLimitInKb": "4096"})
+    zk = kazoo_factory(s)
+    zk.create("/big", b"")
+    for i in range(20):
+        zk.create(f"/big/n{i}", b"x" * (900 * 1024))
+    wait = time.monotonic() + 10
+    while not snapshots(s):
+        assert time.monotonic() < wait, "18 MB of log and no snapshot"
+        time.sleep(0.05)
+    zk.stop()
+    s.restart(kill=True)
+    zk = kazoo_factory(s)
+    assert len(zk.get_children("/big")) == 20

@@ -6,20 +6,20 @@
 //! A client therefore receives a watch event before the reply (or any later
 //! read) that shows the change, ZooKeeper's ordering guarantee.
 //!
-//! Every `snapCount` txns (jittered, as ZooKeeper does, so replicas do not
-//! snapshot in step) the loop hands an O(1) clone of the tree to a blocking
-//! task that writes it while applying continues.
+//! When a snapshot is due (`snapshot_schedule`: by txns or by log size)
+//! the loop hands an O(1) clone of the tree to a blocking task that writes
+//! it while applying continues.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
-use rand::Rng as _;
 use tokio::sync::mpsc;
 use tree::{DataTree, Outcome, Trigger, Txn, TxnOp};
 
 use crate::shared::{Committed, QueuedEvent, Shared, Waiter, WatchEvent};
+use crate::snapshot_schedule::SnapshotSchedule;
 
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
@@ -27,10 +27,7 @@ pub struct ApplyLoop {
     pub snapshots: Arc<Snapshots>,
     pub snapshot_in_progress: Arc<AtomicBool>,
     pub voters: Vec<u64>,
-    /// Txns applied since the last snapshot started.
-    pub since_snapshot: u64,
-    /// Txns after which the next snapshot starts (`snapCount`, jittered).
-    pub snapshot_after: u64,
+    pub snapshot_schedule: SnapshotSchedule,
 }
 
 /// Why the apply loop stopped.
@@ -46,11 +43,6 @@ pub enum ApplyError {
 }
 
 impl ApplyLoop {
-    pub fn jittered_snapshot_count(snap_count: u64) -> u64 {
-        let half = (snap_count / 2).max(1);
-        half + rand::thread_rng().gen_range(0..half)
-    }
-
     pub async fn run(
         mut self,
         mut committed: mpsc::UnboundedReceiver<Applying<Waiter>>,
@@ -89,7 +81,7 @@ impl ApplyLoop {
                 .sessions
                 .track(id, Duration::from_millis(info.timeout_ms as u64), now);
         }
-        self.since_snapshot = 0;
+        self.snapshot_schedule.restart();
         self.publish(found.index, Some(found.index as i64), Vec::new());
         tracing::info!(
             zxid = found.index,
@@ -111,6 +103,7 @@ impl ApplyLoop {
                 continue;
             }
             last_txn = Some(entry.index as i64);
+            self.snapshot_schedule.count(entry.data.len());
             let txn = Txn::decode(entry.data).map_err(|source| ApplyError::BadEntry {
                 index: entry.index,
                 source,
@@ -130,7 +123,6 @@ impl ApplyLoop {
                     },
                 ));
             }
-            self.since_snapshot += 1;
         }
         let Some((last_index, last_term)) = last else {
             return Ok(());
@@ -145,7 +137,7 @@ impl ApplyLoop {
                 self.shared.kill_connection(owner);
             }
         }
-        if self.since_snapshot >= self.snapshot_after {
+        if self.snapshot_schedule.is_due() {
             self.start_snapshot(last_index, last_term);
         }
         Ok(())
@@ -216,8 +208,7 @@ impl ApplyLoop {
         if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.since_snapshot = 0;
-        self.snapshot_after = Self::jittered_snapshot_count(self.shared.config.snap_count);
+        self.snapshot_schedule.restart();
         let tree = self.tree.clone();
         let meta = SnapshotMeta {
             index,

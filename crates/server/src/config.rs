@@ -31,6 +31,9 @@ pub struct ServerConfig {
     pub max_client_cnxns: usize,
     /// Applied transactions between snapshots (ZooKeeper's `snapCount`).
     pub snap_count: u64,
+    /// KiB of log between snapshots, whatever the count; <= 0 for no limit
+    /// (ZooKeeper's `snapSizeLimitInKb`).
+    pub snap_size_limit_kb: i64,
     pub autopurge_snap_retain_count: u32,
     pub extended_types_enabled: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
@@ -113,6 +116,9 @@ impl Default for ServerConfig {
             max_session_timeout_ms: tick_time_ms * 20,
             max_client_cnxns: 60,
             snap_count: 100_000,
+            // ZooKeeper's default is 4 GiB of log on disk; Paddock also
+            // holds the log since the last snapshot in memory.
+            snap_size_limit_kb: 256 * 1024,
             autopurge_snap_retain_count: 3,
             extended_types_enabled: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
@@ -204,6 +210,11 @@ impl ServerConfig {
                 "maxSessionTimeout" => max_timeout = Some(number::<i64>(raw_key, value)?),
                 "maxClientCnxns" => config.max_client_cnxns = number(raw_key, value)?,
                 "snapCount" => config.snap_count = number(raw_key, value)?,
+                "snapSizeLimitInKb" => {
+                    config.snap_size_limit_kb = value
+                        .parse()
+                        .map_err(|_| invalid(raw_key, value, "expected a number"))?
+                }
                 "autopurge.snapRetainCount" => {
                     config.autopurge_snap_retain_count = number(raw_key, value)?
                 }

@@ -5,7 +5,8 @@
 //! - `server`: everything wired together; start here.
 //! - `connection`: one client connection — handshake, reader, writer.
 //! - `pipeline`: what each request becomes (reply, write, ordered read).
-//! - `apply`: committed txns into tree versions, watch events, snapshots.
+//! - `apply`: committed txns into tree versions, watch events, snapshots;
+//!   `snapshot_schedule`: when the next snapshot is due.
 //! - `shared`: state all tasks share, and its locking rule.
 //! - `session`: session liveness and ids; `auth`, `sasl`: identities.
 //! - `ensemble`: the servers of an ensemble and what they tell each other
@@ -29,6 +30,7 @@ mod sasl;
 mod server;
 mod session;
 mod shared;
+mod snapshot_schedule;
 mod stats;
 mod watch;
 

@@ -21,6 +21,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::ensemble::{Ensemble, PeerNetwork, PeerNote};
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
+use crate::snapshot_schedule::SnapshotSchedule;
 use crate::stats::Stats;
 use crate::watch::WatchRegistry;
 
@@ -151,8 +152,10 @@ pub async fn run(
         snapshots,
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
         voters,
-        since_snapshot: 0,
-        snapshot_after: ApplyLoop::jittered_snapshot_count(shared.config.snap_count),
+        snapshot_schedule: SnapshotSchedule::new(
+            shared.config.snap_count,
+            shared.config.snap_size_limit_kb,
+        ),
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 

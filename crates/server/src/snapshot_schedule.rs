@@ -1,0 +1,102 @@
+//! When the next snapshot is due: after `snapCount` txns or
+//! `snapSizeLimitInKb` of log since the last one, whichever comes first,
+//! each limit jittered to between half and all of it, as ZooKeeper does,
+//! so that replicas do not snapshot in step.
+//!
+//! The size limit matters more here than in ZooKeeper: the log since the
+//! last snapshot is also held in memory (raft's storage), so a client
+//! writing large multis would otherwise grow the server by up to
+//! `snapCount` times their size before a snapshot let the log go.
+
+use rand::Rng as _;
+
+pub struct SnapshotSchedule {
+    snap_count: u64,
+    /// `None`: no size limit (`snapSizeLimitInKb` <= 0).
+    size_limit_bytes: Option<u64>,
+    txns: u64,
+    bytes: u64,
+    txns_due: u64,
+    bytes_due: Option<u64>,
+}
+
+impl SnapshotSchedule {
+    pub fn new(snap_count: u64, size_limit_kb: i64) -> Self {
+        let size_limit_bytes = u64::try_from(size_limit_kb)
+            .ok()
+            .filter(|&kb| kb > 0)
+            .map(|kb| kb.saturating_mul(1024));
+        let mut schedule = SnapshotSchedule {
+            snap_count,
+            size_limit_bytes,
+            txns: 0,
+            bytes: 0,
+            txns_due: 0,
+            bytes_due: None,
+        };
+        schedule.restart();
+        schedule
+    }
+
+    /// One more txn of `bytes` in the log.
+    pub fn count(&mut self, bytes: usize) {
+        self.txns += 1;
+        self.bytes += bytes as u64;
+    }
+
+    pub fn is_due(&self) -> bool {
+        self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
+    }
+
+    /// A snapshot started (or the tree was replaced by one): count afresh.
+    pub fn restart(&mut self) {
+        self.txns = 0;
+        self.bytes = 0;
+        self.txns_due = jittered(self.snap_count);
+        self.bytes_due = self.size_limit_bytes.map(jittered);
+    }
+}
+
+/// Between half of `limit` and all of it.
+fn jittered(limit: u64) -> u64 {
+    let half = (limit / 2).max(1);
+    half + rand::thread_rng().gen_range(0..half)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_small_txns_are_due_by_count() {
+        let mut schedule = SnapshotSchedule::new(100, 1024);
+        let mut txns = 0;
+        while !schedule.is_due() {
+            schedule.count(10);
+            txns += 1;
+        }
+        assert!((50..=100).contains(&txns), "{txns}");
+    }
+
+    #[test]
+    fn a_few_large_txns_are_due_by_size() {
+        let mut schedule = SnapshotSchedule::new(100_000, 1024);
+        let mut txns = 0;
+        while !schedule.is_due() {
+            schedule.count(100 << 10);
+            txns += 1;
+        }
+        assert!((5..=11).contains(&txns), "{txns}");
+        schedule.restart();
+        assert!(!schedule.is_due());
+    }
+
+    #[test]
+    fn no_size_limit_when_it_is_not_positive() {
+        for limit in [0, -1] {
+            let mut schedule = SnapshotSchedule::new(10, limit);
+            schedule.count(usize::MAX >> 1);
+            assert!(!schedule.is_due());
+        }
+    }
+}
