@@ -8,7 +8,7 @@ use jute::{perms, Id};
 use tree::{DataTree, Txn};
 
 use crate::model::Model;
-use crate::op::{Command, Op};
+use crate::op::{open_session, Command};
 use crate::seed::{Step, SESSIONS};
 
 /// The time stamped on the first Txn.
@@ -52,7 +52,7 @@ impl Checker {
             history: Vec::new(),
         };
         for session in SESSIONS {
-            let open = Op::OpenSession { timeout_ms: 30_000 };
+            let open = open_session(30_000);
             if let Err(e) = checker.run(Command::Write { session, op: open }) {
                 panic!("{e}");
             }
@@ -105,7 +105,7 @@ impl Checker {
                     time_ms: self.time_ms,
                     session_id: *session,
                     auth: Vec::new(),
-                    op: op.to_txn(),
+                    op: op.clone(),
                 };
                 let got = self.tree.apply(self.zxid, &txn);
                 let want = self.model.apply(self.zxid, self.time_ms, *session, op);

@@ -40,5 +40,5 @@ mod op;
 mod seed;
 
 pub use checker::Checker;
-pub use op::{Command, Op};
+pub use op::Command;
 pub use seed::{component, OpSeed, PathSeed, Step, SESSIONS};

@@ -10,9 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Stat};
-use tree::{Applied, Outcome, Trigger};
-
-use crate::op::Op;
+use tree::{Applied, Outcome, Trigger, TxnOp};
 
 /// `EphemeralType.TTL.maxValue()`: a TTL lives in the low 40 bits of the
 /// owner field.
@@ -303,7 +301,7 @@ impl Model {
     }
 
     /// Applies `op` as the Txn from `session` at `zxid` and `time_ms`.
-    pub(crate) fn apply(&mut self, zxid: i64, time_ms: i64, session: i64, op: &Op) -> Applied {
+    pub(crate) fn apply(&mut self, zxid: i64, time_ms: i64, session: i64, op: &TxnOp) -> Applied {
         let ctx = Ctx {
             zxid,
             time_ms,
@@ -311,7 +309,7 @@ impl Model {
         };
         let mut triggers = Vec::new();
         let outcome = match op {
-            Op::Multi(ops) => self.multi(ctx, ops, &mut triggers),
+            TxnOp::Multi(ops) => self.multi(ctx, ops, &mut triggers),
             op => self
                 .apply_op(ctx, op, &mut triggers)
                 .unwrap_or_else(Outcome::Failed),
@@ -322,33 +320,34 @@ impl Model {
     fn apply_op(
         &mut self,
         ctx: Ctx,
-        op: &Op,
+        op: &TxnOp,
         triggers: &mut Vec<Trigger>,
     ) -> Result<Outcome, ErrorCode> {
         match op {
-            Op::OpenSession { timeout_ms } => {
+            TxnOp::CreateSession { timeout_ms, .. } => {
                 self.sessions.insert(ctx.session, *timeout_ms);
                 Ok(Outcome::SessionCreated)
             }
-            Op::CloseSession => Ok(self.close_session(ctx, triggers)),
-            Op::Create {
+            TxnOp::CloseSession => Ok(self.close_session(ctx, triggers)),
+            TxnOp::Create {
                 path,
                 data,
                 acl,
                 mode,
                 ttl_ms,
             } => self.create(ctx, path, data, acl, *mode, *ttl_ms, triggers),
-            Op::Delete { path, version } => self.delete(ctx, path, *version, triggers),
-            Op::SetData {
+            TxnOp::Delete { path, version } => self.delete(ctx, path, *version, triggers),
+            TxnOp::SetData {
                 path,
                 data,
                 version,
             } => self.set_data(ctx, path, data, *version, triggers),
-            Op::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
-            Op::Check { path, version } => self.check(ctx, path, *version),
-            Op::Reap { path } => self.reap(ctx, path, triggers),
+            TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
+            TxnOp::Check { path, version } => self.check(ctx, path, *version),
+            TxnOp::Reap { path } => self.reap(ctx, path, triggers),
+            TxnOp::Error { code } => Err(*code),
             // ZooKeeper cannot decode a multi inside a multi.
-            Op::Multi(_) => Err(ErrorCode::MarshallingError),
+            TxnOp::Multi(_) => Err(ErrorCode::MarshallingError),
         }
     }
 
@@ -579,11 +578,14 @@ impl Model {
 
     /// All or nothing; on failure, the results `DataTree.processTxn` gives:
     /// `Ok` before the failed op, its code, `RuntimeInconsistency` after.
-    fn multi(&mut self, ctx: Ctx, ops: &[Op], triggers: &mut Vec<Trigger>) -> Outcome {
-        let in_multi = |op: &Op| {
+    fn multi(&mut self, ctx: Ctx, ops: &[TxnOp], triggers: &mut Vec<Trigger>) -> Outcome {
+        let in_multi = |op: &TxnOp| {
             matches!(
                 op,
-                Op::Create { .. } | Op::Delete { .. } | Op::SetData { .. } | Op::Check { .. }
+                TxnOp::Create { .. }
+                    | TxnOp::Delete { .. }
+                    | TxnOp::SetData { .. }
+                    | TxnOp::Check { .. }
             )
         };
         if !ops.iter().all(in_multi) {

@@ -5,10 +5,12 @@
 //! its choice, so any value is a valid seed, and the tables favour choices
 //! that succeed: a run of failed creates would leave nothing to test.
 
+use bytes::Bytes;
 use jute::{perms, Acl, CreateMode, Id};
+use tree::TxnOp;
 
 use crate::model::{Model, SPECIAL_PATHS, TTL_MAX_MS};
-use crate::op::{Command, Op};
+use crate::op::{open_session, Command};
 
 /// The sessions steps run as. Both are open when a run starts.
 pub const SESSIONS: [i64; 2] = [0x0100_0000_0000_0001, 0x0100_0000_0000_0002];
@@ -199,19 +201,19 @@ impl PathSeed {
 }
 
 impl OpSeed {
-    fn realize(&self, model: &Model, in_multi: bool) -> Op {
+    fn realize(&self, model: &Model, in_multi: bool) -> TxnOp {
         let kind = match (in_multi, self.kind) {
             (true, k @ 0..=251) => k % 27,
             (true, k) => 27 + k % 5,
             (false, k) => k % 32,
         };
         let path = self.path.realize(model);
-        let data: Vec<u8> = self.data.iter().take(MAX_DATA).copied().collect();
+        let data: Bytes = self.data.iter().take(MAX_DATA).copied().collect();
         let version = pick_version(self.version, model.version(&path));
         match kind {
             0..=10 => {
                 let mode = CreateMode::from_flags(i32::from(self.mode % 7)).expect("flags 0..=6");
-                Op::Create {
+                TxnOp::Create {
                     path,
                     data,
                     acl: acl(self.acl),
@@ -219,20 +221,20 @@ impl OpSeed {
                     ttl_ms: ttl(self.ttl, mode),
                 }
             }
-            11..=16 => Op::Delete { path, version },
-            17..=22 => Op::SetData {
+            11..=16 => TxnOp::Delete { path, version },
+            17..=22 => TxnOp::SetData {
                 path,
                 data,
                 version,
             },
-            23..=26 => Op::Check { path, version },
-            27..=28 => Op::SetAcl {
+            23..=26 => TxnOp::Check { path, version },
+            27..=28 => TxnOp::SetAcl {
                 version: pick_version(self.version, model.aversion(&path)),
                 path,
                 acl: acl(self.acl),
             },
-            29..=30 => Op::Reap { path },
-            _ => Op::Multi(Vec::new()),
+            29..=30 => TxnOp::Reap { path },
+            _ => TxnOp::Multi(Vec::new()),
         }
     }
 }
@@ -271,7 +273,7 @@ impl Model {
                     .collect();
                 Command::Write {
                     session,
-                    op: Op::Multi(ops),
+                    op: TxnOp::Multi(ops),
                 }
             }
             Step::Read { path } => Command::Read {
@@ -282,13 +284,11 @@ impl Model {
                 timeout_ms,
             } => Command::Write {
                 session: session(*s),
-                op: Op::OpenSession {
-                    timeout_ms: i32::from(*timeout_ms),
-                },
+                op: open_session(i32::from(*timeout_ms)),
             },
             Step::CloseSession { session: s } => Command::Write {
                 session: session(*s),
-                op: Op::CloseSession,
+                op: TxnOp::CloseSession,
             },
             Step::Sleep { ms } => Command::Sleep { ms: ms % 2000 },
         }

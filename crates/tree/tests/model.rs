@@ -5,7 +5,8 @@
 //! `tree_ops` fuzz target drives the same checker with fuzzer input.
 
 use proptest::prelude::*;
-use tree_model::{Checker, Command, Op, OpSeed, PathSeed, Step, SESSIONS};
+use tree::TxnOp;
+use tree_model::{Checker, Command, OpSeed, PathSeed, Step, SESSIONS};
 
 fn arb_path() -> impl Strategy<Value = PathSeed> {
     prop_oneof![
@@ -79,9 +80,9 @@ fn replay(commands: Vec<Command>) {
 
 #[test]
 fn closing_a_session_deletes_its_ephemerals() {
-    let create = Op::Create {
+    let create = TxnOp::Create {
         path: "/a".into(),
-        data: vec![],
+        data: bytes::Bytes::new(),
         acl: jute::Acl::open_unsafe(),
         mode: jute::CreateMode::Ephemeral,
         ttl_ms: -1,
@@ -93,7 +94,7 @@ fn closing_a_session_deletes_its_ephemerals() {
         },
         Command::Write {
             session: SESSIONS[0],
-            op: Op::CloseSession,
+            op: TxnOp::CloseSession,
         },
     ]);
 }
