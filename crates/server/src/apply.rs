@@ -81,7 +81,8 @@ impl ApplyLoop {
                 .sessions
                 .track(id, Duration::from_millis(info.timeout_ms as u64), now);
         }
-        self.snapshot_schedule.restart();
+        self.snapshot_schedule
+            .restart(self.tree.approximate_data_bytes());
         self.publish(found.index, Some(found.index as i64), Vec::new());
         tracing::info!(
             zxid = found.index,
@@ -208,7 +209,8 @@ impl ApplyLoop {
         if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
             return;
         }
-        self.snapshot_schedule.restart();
+        self.snapshot_schedule
+            .restart(self.tree.approximate_data_bytes());
         let tree = self.tree.clone();
         let meta = SnapshotMeta {
             index,

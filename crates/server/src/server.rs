@@ -146,16 +146,18 @@ pub async fn run(
         start_peer_transport(&shared, ensemble, network, snapshots.clone()).await?;
     }
 
+    let snapshot_schedule = SnapshotSchedule::new(
+        shared.config.snap_count,
+        shared.config.snap_size_limit_kb,
+        tree.approximate_data_bytes(),
+    );
     let apply = ApplyLoop {
         shared: shared.clone(),
         tree,
         snapshots,
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
         voters,
-        snapshot_schedule: SnapshotSchedule::new(
-            shared.config.snap_count,
-            shared.config.snap_size_limit_kb,
-        ),
+        snapshot_schedule,
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 

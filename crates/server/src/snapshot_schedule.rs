@@ -6,7 +6,11 @@
 //! The size limit matters more here than in ZooKeeper: the log since the
 //! last snapshot is also held in memory (raft's storage), so a client
 //! writing large multis would otherwise grow the server by up to
-//! `snapCount` times their size before a snapshot let the log go.
+//! `snapCount` times their size before a snapshot let the log go. It never
+//! falls below the tree's own data size, though: a snapshot rewrites the
+//! whole tree, and doing that for every small fraction of it written would
+//! multiply the disk's work. So the log held in memory stays within the
+//! larger of the limit and the tree.
 
 use rand::Rng as _;
 
@@ -21,7 +25,8 @@ pub struct SnapshotSchedule {
 }
 
 impl SnapshotSchedule {
-    pub fn new(snap_count: u64, size_limit_kb: i64) -> Self {
+    /// `tree_bytes`: the data size of the tree now.
+    pub fn new(snap_count: u64, size_limit_kb: i64, tree_bytes: u64) -> Self {
         let size_limit_bytes = u64::try_from(size_limit_kb)
             .ok()
             .filter(|&kb| kb > 0)
@@ -34,7 +39,7 @@ impl SnapshotSchedule {
             txns_due: 0,
             bytes_due: None,
         };
-        schedule.restart();
+        schedule.restart(tree_bytes);
         schedule
     }
 
@@ -48,12 +53,15 @@ impl SnapshotSchedule {
         self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
     }
 
-    /// A snapshot started (or the tree was replaced by one): count afresh.
-    pub fn restart(&mut self) {
+    /// A snapshot of a tree of `tree_bytes` started (or the tree was
+    /// replaced by one): count afresh.
+    pub fn restart(&mut self, tree_bytes: u64) {
         self.txns = 0;
         self.bytes = 0;
         self.txns_due = jittered(self.snap_count);
-        self.bytes_due = self.size_limit_bytes.map(jittered);
+        self.bytes_due = self
+            .size_limit_bytes
+            .map(|limit| jittered(limit.max(tree_bytes)));
     }
 }
 
@@ -69,7 +77,7 @@ mod tests {
 
     #[test]
     fn many_small_txns_are_due_by_count() {
-        let mut schedule = SnapshotSchedule::new(100, 1024);
+        let mut schedule = SnapshotSchedule::new(100, 1024, 0);
         let mut txns = 0;
         while !schedule.is_due() {
             schedule.count(10);
@@ -80,21 +88,32 @@ mod tests {
 
     #[test]
     fn a_few_large_txns_are_due_by_size() {
-        let mut schedule = SnapshotSchedule::new(100_000, 1024);
+        let mut schedule = SnapshotSchedule::new(100_000, 1024, 0);
         let mut txns = 0;
         while !schedule.is_due() {
             schedule.count(100 << 10);
             txns += 1;
         }
         assert!((5..=11).contains(&txns), "{txns}");
-        schedule.restart();
+        schedule.restart(0);
         assert!(!schedule.is_due());
+    }
+
+    #[test]
+    fn a_tree_larger_than_the_limit_raises_it() {
+        let mut schedule = SnapshotSchedule::new(100_000, 1024, 10 << 20);
+        let mut txns = 0;
+        while !schedule.is_due() {
+            schedule.count(100 << 10);
+            txns += 1;
+        }
+        assert!((51..=103).contains(&txns), "{txns}");
     }
 
     #[test]
     fn no_size_limit_when_it_is_not_positive() {
         for limit in [0, -1] {
-            let mut schedule = SnapshotSchedule::new(10, limit);
+            let mut schedule = SnapshotSchedule::new(10, limit, 0);
             schedule.count(usize::MAX >> 1);
             assert!(!schedule.is_due());
         }
