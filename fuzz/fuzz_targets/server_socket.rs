@@ -15,7 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use jute::{ConnectRequest, Record};
 use libfuzzer_sys::fuzz_target;
 
@@ -63,11 +63,10 @@ fn handshake() -> Vec<u8> {
         session_id: 0,
         password: Bytes::from_static(&[0; 16]),
         read_only: Some(false),
-    }
-    .to_bytes();
-    let mut framed = (request.len() as u32).to_be_bytes().to_vec();
-    framed.extend_from_slice(&request);
-    framed
+    };
+    let mut framed = BytesMut::new();
+    jute::encode_frame(&mut framed, |buf| request.encode(buf));
+    framed.to_vec()
 }
 
 fn srvr(addr: SocketAddr) -> String {

@@ -5,8 +5,8 @@ These look inside Paddock's data directory, so they run against Paddock
 only."""
 
 import struct
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest

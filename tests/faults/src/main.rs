@@ -186,6 +186,12 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     };
     let mut cluster = tokio::task::spawn_blocking(move || Cluster::start(spec)).await??;
     verify::create_root(&cluster.connect_string()).await?;
+    for server in cluster.servers() {
+        let pid = server
+            .pid()
+            .context("a server that just started has a pid")?;
+        shim.check_loaded(server.id(), pid)?;
+    }
 
     let recorder = Arc::new(Recorder::new());
     let stop = Arc::new(AtomicBool::new(false));

@@ -15,6 +15,9 @@ const LIBRARY: &str = "libfault_shim.so";
 /// The shim's environment variable naming its control file.
 const CONTROL_ENV: &str = "PADDOCK_FAULT_SHIM";
 
+// Offsets of the control fields, as the shim's crate docs lay them out.
+// The shim cannot be linked in to share them: its fsync and clock_gettime
+// would replace this process's own.
 const FSYNC_DELAY: u64 = 0;
 const REALTIME_OFFSET: u64 = 8;
 const MONOTONIC_OFFSET: u64 = 16;
@@ -56,6 +59,22 @@ impl Shim {
                 self.dir.join("{id}.ctl").display().to_string(),
             ),
         ]
+    }
+
+    /// Fails unless server `id`, process `pid`, has loaded the shim and
+    /// mapped its control file: otherwise the disk and clock faults would
+    /// change nothing, and their scenarios would pass having tested nothing.
+    pub fn check_loaded(&self, id: usize, pid: u32) -> anyhow::Result<()> {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))
+            .with_context(|| format!("reading the memory map of server.{id} (pid {pid})"))?;
+        let control = self.control(id);
+        if !maps.contains(&*control.to_string_lossy()) {
+            bail!(
+                "server.{id} (pid {pid}) has not mapped {}: the fault shim is not loaded, so disk and clock faults would do nothing",
+                control.display()
+            );
+        }
+        Ok(())
     }
 
     /// Every fsync and fdatasync of server `id` first waits `delay`.
@@ -107,5 +126,70 @@ impl Shim {
             .and_then(|file| file.read_exact_at(&mut bytes, offset))
             .with_context(|| format!("reading {}", path.display()))?;
         Ok(u64::from_le_bytes(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    use super::*;
+
+    /// A program run with the shim's environment sees the shifted wall
+    /// clock and the slow fsync, and passes `check_loaded`; this process,
+    /// which did not load the shim, fails it.
+    #[test]
+    fn a_preloaded_program_sees_the_shifted_clock_and_the_slow_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shim = Shim::new(dir.path(), 1).expect("the shim library");
+        let day = Duration::from_secs(86_400);
+        shim.shift_realtime(1, day.as_nanos() as i64)
+            .expect("shift");
+        shim.slow_disk(1, Duration::from_millis(300)).expect("slow");
+        // Reports its wall clock and one fsync's duration, then waits for
+        // its stdin to close so that its memory map can be looked at.
+        let script = "import os, sys, time\n\
+                      f = open(os.environ['FILE'], 'w')\n\
+                      start = time.monotonic()\n\
+                      os.fsync(f.fileno())\n\
+                      print(time.time(), time.monotonic() - start, flush=True)\n\
+                      sys.stdin.read()\n";
+        let mut command = Command::new("python3");
+        command
+            .args(["-c", script])
+            .env("FILE", dir.path().join("synced"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (key, value) in shim.env() {
+            command.env(key, value.replace("{id}", "1"));
+        }
+        let mut child = command.spawn().expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("its report");
+        let loaded = shim.check_loaded(1, child.id());
+        drop(child.stdin.take());
+        child.wait().expect("python3 exits");
+
+        let truth = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs_f64();
+        let [wall, fsync]: [f64; 2] = line
+            .split_whitespace()
+            .map(|field| field.parse().expect("a number"))
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("two numbers");
+        let shift = wall - truth;
+        assert!(
+            (shift - day.as_secs_f64()).abs() < 60.0,
+            "the wall clock moved {shift} s"
+        );
+        assert!(fsync >= 0.3, "the fsync took {fsync} s");
+        loaded.expect("the program loaded the shim");
+        assert!(shim.check_loaded(1, std::process::id()).is_err());
     }
 }
