@@ -233,6 +233,7 @@ def tree(root, zk):
     zk.create(f"{root}/a/b/c", b"deep")
     zk.create(f"{root}/a/d", "ünïcode".encode())
     zk.create(f"{root}/empty", b"")
+    zk.create(f"{root}/null", None)
     zk.create(f"{root}/ro", b"x", acl=[make_acl("world", "anyone", read=True)])
     zk.create(f"{root}/secret", b"s", acl=[
         make_acl("digest", digest("u", "p"), read=True, write=True),
@@ -245,7 +246,7 @@ def tree(root, zk):
 SAME_AS_ZKCLI = [
     "ls @", "ls -s @", "ls -R @", "ls @/a/b/c", "ls @/nope", "ls", "ls @ extra",
     "get @/a", "get -s @/a", "get @/empty", "get @/a/d", "get @/nope", "get",
-    "get @/a/", "get a", "get -x @/a",
+    "get @/a/", "get a", "get -x @/a", "get @/null", "get -s @/null",
     "stat @/a", "stat @/nope", "stat -w @/a",
     "getAcl @/a", "getAcl -s @/ro", "getAcl @/secret", "getAcl @/nope",
     "getAllChildrenNumber @", "getAllChildrenNumber @/nope",

@@ -29,6 +29,7 @@ use jute::{
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
+use crate::data::IntoData;
 use crate::error::Error;
 use crate::ops::{self, CreateOptions, Op, OpResult, ReadResult, Transaction};
 use crate::options::{AuthData, ConnectOptions, ConnectString};
@@ -217,18 +218,20 @@ impl Client {
     // ----- nodes ----------------------------------------------------------
 
     /// Creates a node and returns its path (for sequential modes, with the
-    /// counter the server appended) and its `Stat`. `options` is a
+    /// counter the server appended) and its `Stat`. `data` is bytes, or
+    /// `None` for null data ([`IntoData`]); `options` is a
     /// [`jute::CreateMode`] or [`CreateOptions`] (ACL, TTL).
     pub fn create(
         &self,
         path: &str,
-        data: &[u8],
+        data: impl IntoData,
         options: impl Into<CreateOptions>,
     ) -> Call<(String, Stat)> {
         let options = options.into();
+        let data = data.into_data();
         let sent = self
             .server_path_for(path, options.mode.is_sequential())
-            .and_then(|server_path| options.request(server_path, Bytes::copy_from_slice(data)))
+            .and_then(|server_path| options.request(server_path, data))
             .map(|request| self.send(&request, None, path));
         let shared = self.inner.shared.clone();
         Call::new(async move {
@@ -270,8 +273,8 @@ impl Client {
         })
     }
 
-    /// The node's data and `Stat`.
-    pub fn get_data(&self, path: &str) -> Call<(Bytes, Stat)> {
+    /// The node's data (`None` when it holds null data) and `Stat`.
+    pub fn get_data(&self, path: &str) -> Call<(Option<Bytes>, Stat)> {
         let sent = self
             .read(path, false)
             .map(|read| self.send(&Request::GetData(read), None, path));
@@ -283,7 +286,7 @@ impl Client {
 
     /// [`Client::get_data`], leaving a watch that fires when the node's
     /// data changes or the node is deleted.
-    pub fn get_data_watched(&self, path: &str) -> Call<(Bytes, Stat, Watch)> {
+    pub fn get_data_watched(&self, path: &str) -> Call<(Option<Bytes>, Stat, Watch)> {
         let sent = self.read(path, true).map(|read| {
             let (reg, watch) = self.one_shot(&read.path, WatchKind::Data);
             (self.send(&Request::GetData(read), Some(reg), path), watch)
@@ -296,12 +299,13 @@ impl Client {
     }
 
     /// Replaces the node's data if its version is `version` (`None`: any
-    /// version); returns the new `Stat`.
-    pub fn set_data(&self, path: &str, data: &[u8], version: Option<i32>) -> Call<Stat> {
+    /// version); returns the new `Stat`. `None` writes null data.
+    pub fn set_data(&self, path: &str, data: impl IntoData, version: Option<i32>) -> Call<Stat> {
+        let data = data.into_data();
         let sent = self.server_path(path).map(|server_path| {
             let request = Request::SetData(SetDataRequest {
                 path: server_path,
-                data: Bytes::copy_from_slice(data),
+                data,
                 version: ops::version(version),
             });
             self.send(&request, None, path)

@@ -27,6 +27,9 @@
 //!   registry that routes events to local watchers.
 //! - `state`: [`SessionState`], [`StateStream`] and the state shared by the
 //!   handles and the two tasks.
+//! - `data`: [`IntoData`], what writes take: bytes, or `None` for null
+//!   data, which ZooKeeper keeps apart from empty (reads answer
+//!   `Option<Bytes>`).
 //! - `ops`: [`CreateOptions`], multi ops ([`Op`], [`Transaction`]) and
 //!   results ([`OpResult`], [`ReadResult`]).
 //! - `options`: [`ConnectOptions`] and the connect string.
@@ -50,7 +53,7 @@
 //!
 //! // Read and watch; the watch resolves on the next change.
 //! let (data, _stat, watch) = zk.get_data_watched("/config").await?;
-//! assert_eq!(&data[..], b"v1");
+//! assert_eq!(data.as_deref(), Some(&b"v1"[..]));
 //! zk.set_data("/config", b"v2", Some(0)).await?;
 //! assert_eq!(watch.await?.event_type, EventType::NodeDataChanged);
 //!
@@ -71,6 +74,7 @@
 //! ```
 
 mod client;
+mod data;
 mod error;
 mod ops;
 mod options;
@@ -82,6 +86,7 @@ mod state;
 mod watch;
 
 pub use client::{Call, Client};
+pub use data::IntoData;
 pub use error::Error;
 pub use ops::{CreateOptions, Op, OpResult, ReadResult, Transaction, MAX_TTL};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_PORT};

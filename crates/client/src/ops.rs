@@ -12,6 +12,7 @@ use jute::{
 };
 
 use crate::client::{Call, Client};
+use crate::data::IntoData;
 use crate::error::Error;
 use crate::path::Chroot;
 
@@ -69,21 +70,25 @@ impl CreateOptions {
 
     /// The create request: `create2` (so the reply has the stat),
     /// `createContainer` or `createTTL`, whichever the mode needs.
-    pub(crate) fn request(&self, server_path: String, data: Bytes) -> Result<Request, Error> {
+    pub(crate) fn request(
+        &self,
+        server_path: String,
+        data: Option<Bytes>,
+    ) -> Result<Request, Error> {
         Ok(match self.wire(server_path, data)? {
             Wire::Ttl(req) => Request::CreateTtl(req),
             Wire::Plain(op, req) => Request::Create { op, req },
         })
     }
 
-    fn multi_op(&self, server_path: String, data: Bytes) -> Result<MultiOp, Error> {
+    fn multi_op(&self, server_path: String, data: Option<Bytes>) -> Result<MultiOp, Error> {
         Ok(match self.wire(server_path, data)? {
             Wire::Ttl(req) => MultiOp::CreateTtl(req),
             Wire::Plain(op, req) => MultiOp::Create { op, req },
         })
     }
 
-    fn wire(&self, path: String, data: Bytes) -> Result<Wire, Error> {
+    fn wire(&self, path: String, data: Option<Bytes>) -> Result<Wire, Error> {
         let flags = self.mode.flags();
         let acl = self.acl.clone();
         Ok(match self.ttl_ms()? {
@@ -135,7 +140,8 @@ pub(crate) fn version(version: Option<i32>) -> i32 {
 pub enum Op {
     Create {
         path: String,
-        data: Bytes,
+        /// `None` is null data.
+        data: Option<Bytes>,
         options: CreateOptions,
     },
     Delete {
@@ -144,7 +150,8 @@ pub enum Op {
     },
     SetData {
         path: String,
-        data: Bytes,
+        /// `None` is null data.
+        data: Option<Bytes>,
         version: Option<i32>,
     },
     /// Fails the transaction unless the node's version is `version`.
@@ -155,10 +162,10 @@ pub enum Op {
 }
 
 impl Op {
-    pub fn create(path: &str, data: &[u8], options: impl Into<CreateOptions>) -> Op {
+    pub fn create(path: &str, data: impl IntoData, options: impl Into<CreateOptions>) -> Op {
         Op::Create {
             path: path.to_owned(),
-            data: Bytes::copy_from_slice(data),
+            data: data.into_data(),
             options: options.into(),
         }
     }
@@ -170,10 +177,10 @@ impl Op {
         }
     }
 
-    pub fn set_data(path: &str, data: &[u8], version: Option<i32>) -> Op {
+    pub fn set_data(path: &str, data: impl IntoData, version: Option<i32>) -> Op {
         Op::SetData {
             path: path.to_owned(),
-            data: Bytes::copy_from_slice(data),
+            data: data.into_data(),
             version,
         }
     }
@@ -247,8 +254,14 @@ pub enum OpResult {
 /// The result of one op of a `multiRead`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadResult {
-    Data { data: Bytes, stat: Stat },
-    Children { children: Vec<String> },
+    /// `data` is `None` when the node holds null data.
+    Data {
+        data: Option<Bytes>,
+        stat: Stat,
+    },
+    Children {
+        children: Vec<String>,
+    },
 }
 
 /// Turns a `multi` reply into per-op results, or the failure ZooKeeper
@@ -381,7 +394,12 @@ impl<'a> Transaction<'a> {
         self
     }
 
-    pub fn create(self, path: &str, data: &[u8], options: impl Into<CreateOptions>) -> Self {
+    pub fn create(
+        self,
+        path: &str,
+        data: impl IntoData,
+        options: impl Into<CreateOptions>,
+    ) -> Self {
         self.op(Op::create(path, data, options))
     }
 
@@ -389,7 +407,7 @@ impl<'a> Transaction<'a> {
         self.op(Op::delete(path, version))
     }
 
-    pub fn set_data(self, path: &str, data: &[u8], version: Option<i32>) -> Self {
+    pub fn set_data(self, path: &str, data: impl IntoData, version: Option<i32>) -> Self {
         self.op(Op::set_data(path, data, version))
     }
 

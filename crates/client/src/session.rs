@@ -705,7 +705,7 @@ fn encode_auth(out: &mut BytesMut, auth: &AuthData) {
         AuthPacket {
             auth_type: 0,
             scheme: auth.scheme.clone(),
-            auth: auth.auth.clone(),
+            auth: Some(auth.auth.clone()),
         }
         .encode(buf);
     });

@@ -22,6 +22,42 @@ on_every_server!(multi_and_multi_read, multi_on, LIMIT);
 on_every_server!(pipelining, pipelining_on, LIMIT);
 on_every_server!(chroot, chroot_on, LIMIT);
 on_every_server!(digest_auth_and_acl, auth_on, LIMIT);
+on_every_server!(null_data_is_not_empty, null_data_on, LIMIT);
+
+/// ZooKeeper stores null data as null (dataLength 0) and answers it as
+/// null, apart from empty data, through every path that carries data.
+async fn null_data_on(server: &mut Server) {
+    let c = server.client().await;
+    let (_, created) = c.create("/n", None, CreateMode::Persistent).await.unwrap();
+    assert_eq!(created.data_length, 0);
+    c.create("/e", b"", CreateMode::Persistent).await.unwrap();
+    assert_eq!(c.get_data("/n").await.unwrap().0, None);
+    assert_eq!(c.get_data("/e").await.unwrap().0.as_deref(), Some(&b""[..]));
+
+    c.set_data("/e", None, None).await.unwrap();
+    c.set_data("/n", b"", None).await.unwrap();
+    let (data, stat) = c.get_data("/e").await.unwrap();
+    assert_eq!((data, stat.version, stat.data_length), (None, 1, 0));
+    assert_eq!(c.get_data("/n").await.unwrap().0.as_deref(), Some(&b""[..]));
+
+    c.multi([
+        Op::create("/m", None, CreateMode::Persistent),
+        Op::set_data("/n", None, None),
+    ])
+    .await
+    .unwrap();
+    let reads = c
+        .multi_read([ReadOp::GetData("/m".into()), ReadOp::GetData("/e".into())])
+        .await
+        .unwrap();
+    for read in reads {
+        assert!(
+            matches!(read, Ok(ReadResult::Data { data: None, .. })),
+            "{read:?}"
+        );
+    }
+    assert_eq!(c.get_data("/n").await.unwrap().0, None);
+}
 
 async fn crud_and_stat_on(server: &mut Server) {
     let c = server.client().await;
@@ -42,7 +78,7 @@ async fn crud_and_stat_on(server: &mut Server) {
     assert_eq!(created.czxid, created.pzxid);
 
     let (data, stat) = c.get_data("/a").await.unwrap();
-    assert_eq!(&data[..], b"hello");
+    assert_eq!(data.as_deref(), Some(&b"hello"[..]));
     assert_eq!(stat, created);
     assert_eq!(c.exists("/a").await.unwrap(), Some(created));
     assert_eq!(c.exists("/nope").await.unwrap(), None);
@@ -298,7 +334,7 @@ async fn multi_on(server: &mut Server) {
         .await
         .unwrap();
     assert!(
-        matches!(&reads[0], Ok(ReadResult::Data { data, stat }) if &data[..] == b"1" && stat.version == 1)
+        matches!(&reads[0], Ok(ReadResult::Data { data, stat }) if data.as_deref() == Some(b"1") && stat.version == 1)
     );
     assert_eq!(
         reads[1],
@@ -375,7 +411,7 @@ async fn pipelining_on(server: &mut Server) {
                 })
                 .collect();
             for (i, result) in join_all(reads).await {
-                assert_eq!(result.unwrap().0, i.to_string().as_bytes());
+                assert_eq!(result.unwrap().0.unwrap(), i.to_string().as_bytes());
             }
         }));
     }
@@ -401,7 +437,10 @@ async fn chroot_on(server: &mut Server) {
 
     let (path, _) = c.create("/a", b"1", CreateMode::Persistent).await.unwrap();
     assert_eq!(path, "/a");
-    assert_eq!(&root.get_data("/app/a").await.unwrap().0[..], b"1");
+    assert_eq!(
+        root.get_data("/app/a").await.unwrap().0.as_deref().unwrap(),
+        b"1"
+    );
     let (seq, _) = c
         .create("/s-", b"", CreateMode::PersistentSequential)
         .await
@@ -437,7 +476,9 @@ async fn chroot_on(server: &mut Server) {
     c.create("/e", b"", CreateMode::Ephemeral).await.unwrap();
     assert_eq!(c.get_ephemerals("/").await.unwrap(), ["/e"]);
     let reads = c.multi_read([ReadOp::GetData("/a".into())]).await.unwrap();
-    assert!(matches!(&reads[0], Ok(ReadResult::Data { data, .. }) if &data[..] == b"2"));
+    assert!(
+        matches!(&reads[0], Ok(ReadResult::Data { data, .. }) if data.as_deref() == Some(b"2"))
+    );
     c.sync("/a").await.unwrap();
     c.delete("/a/b", None).await.unwrap();
     assert_eq!(root.exists("/app/a/b").await.unwrap(), None);
@@ -475,7 +516,16 @@ async fn auth_on(server: &mut Server) {
     assert_eq!(acl.len(), 1);
     assert_eq!(acl[0].id.scheme, "digest");
     assert!(acl[0].id.id.starts_with("alice:"), "{acl:?}");
-    assert_eq!(&alice.get_data("/secret").await.unwrap().0[..], b"s");
+    assert_eq!(
+        alice
+            .get_data("/secret")
+            .await
+            .unwrap()
+            .0
+            .as_deref()
+            .unwrap(),
+        b"s"
+    );
 
     let anonymous = server.client().await;
     assert_eq!(
@@ -497,7 +547,16 @@ async fn auth_on(server: &mut Server) {
         Error::NoAuth { .. }
     ));
     anonymous.add_auth("digest", b"alice:secret").await.unwrap();
-    assert_eq!(&anonymous.get_data("/secret").await.unwrap().0[..], b"s");
+    assert_eq!(
+        anonymous
+            .get_data("/secret")
+            .await
+            .unwrap()
+            .0
+            .as_deref()
+            .unwrap(),
+        b"s"
+    );
     let me = anonymous.who_am_i().await.unwrap();
     assert!(me.iter().any(|i| i.user == "mallory") && me.iter().any(|i| i.user == "alice"));
 }

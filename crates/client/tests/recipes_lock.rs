@@ -84,7 +84,10 @@ async fn lock_contention_on(server: &mut Server) {
                 // An unprotected read-modify-write: only the lock keeps
                 // the increments from overwriting each other.
                 let (data, _) = c.get_data("/count").await.unwrap();
-                let n: usize = std::str::from_utf8(&data).unwrap().parse().unwrap();
+                let n: usize = std::str::from_utf8(&data.unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap();
                 tokio::time::sleep(Duration::from_millis(2)).await;
                 c.set_data("/count", (n + 1).to_string().as_bytes(), None)
                     .await
@@ -97,7 +100,7 @@ async fn lock_contention_on(server: &mut Server) {
     }
     join_all(workers).await;
     let (data, _) = observer.get_data("/count").await.unwrap();
-    assert_eq!(&data[..], (CLIENTS * ROUNDS).to_string().as_bytes());
+    assert_eq!(data.unwrap(), (CLIENTS * ROUNDS).to_string().as_bytes());
     assert!(observer
         .get_children("/locks/count")
         .await

@@ -108,7 +108,10 @@ async fn reconnect_on(server: &mut Server) {
         .expect("the ephemeral survives");
     assert_eq!(eph.ephemeral_owner, session_id);
     // Credentials were replayed on the new connection.
-    assert_eq!(&a.get_data("/secret").await.unwrap().0[..], b"s");
+    assert_eq!(
+        a.get_data("/secret").await.unwrap().0.as_deref().unwrap(),
+        b"s"
+    );
 
     // Watches were re-registered: changes after the reconnect fire them.
     let b = server.client().await;
@@ -179,7 +182,7 @@ async fn missed_changes_on(server: &mut Server) {
         (e.event_type, e.path.as_str()),
         (EventType::NodeCreated, "/m/new")
     );
-    assert_eq!(&a.get_data("/m").await.unwrap().0[..], b"1");
+    assert_eq!(a.get_data("/m").await.unwrap().0.as_deref().unwrap(), b"1");
 }
 
 async fn expiry_on(server: &mut Server) {

@@ -127,7 +127,9 @@ impl Reader {
             .ok_or(DecodeError::UnexpectedNull("path"))
     }
 
-    /// A vector; `None` when the peer sent null. `min_element_bytes` is the
+    /// A vector; `None` when the peer sent null. A count below -1 is an
+    /// empty vector, as in ZooKeeper's `BinaryInputArchive` (its index is
+    /// done once the count is not positive). `min_element_bytes` is the
     /// smallest encoding of one element, so a forged count is rejected
     /// before any allocation proportional to it.
     pub fn read_opt_vec<T>(
@@ -139,10 +141,7 @@ impl Reader {
         if count == -1 {
             return Ok(None);
         }
-        if count < 0 {
-            return Err(DecodeError::NegativeLength(count));
-        }
-        let count = count as usize;
+        let count = count.max(0) as usize;
         let min_bytes = count.saturating_mul(min_element_bytes.max(1));
         if min_bytes > self.buf.len() {
             return Err(DecodeError::LengthBeyondFrame {

@@ -315,7 +315,8 @@ pub enum MultiResult {
         err: i32,
     },
     GetData {
-        data: Bytes,
+        /// `None` when the znode holds null data.
+        data: Option<Bytes>,
         stat: Stat,
     },
     GetChildren {
@@ -399,7 +400,7 @@ impl MultiResult {
             MultiResult::SetData { stat } => stat.encode(buf),
             MultiResult::Error { err } => buf.write_i32(*err),
             MultiResult::GetData { data, stat } => {
-                buf.write_buffer(data);
+                buf.write_opt_buffer(data.as_deref());
                 stat.encode(buf);
             }
             MultiResult::GetChildren { children } => buf.write_string_vec(children),
@@ -434,7 +435,7 @@ mod tests {
     fn create(flags: i32) -> CreateRequest {
         CreateRequest {
             path: "/a".into(),
-            data: Bytes::from_static(b"x"),
+            data: Some(Bytes::from_static(b"x")),
             acl: Acl::open_unsafe(),
             flags,
         }
@@ -506,7 +507,7 @@ mod tests {
     fn create_ttl_without_ttl_mode_becomes_create() {
         let ttl_req = |flags| CreateTTLRequest {
             path: "/t".into(),
-            data: Bytes::new(),
+            data: None,
             acl: vec![],
             flags,
             ttl: 500,

@@ -5,10 +5,12 @@
 //! with the same fields (`ExistsRequest`, `GetDataRequest`, ...) share one
 //! struct here, with the Java names kept as aliases for readers of the spec.
 //!
-//! Nulls: a null path or data buffer decodes as empty, which is how
-//! ZooKeeper's own handlers end up treating them (or reject them by path
-//! validation). The exception is [`ReconfigRequest`], where ZooKeeper gives
-//! null its own meaning ("not specified").
+//! Nulls: znode data keeps its nullness, because ZooKeeper stores a null
+//! buffer as null and answers it as null (Kafka reads a null
+//! `/latest_producer_id_block` as "no block yet"); so does
+//! [`ReconfigRequest`], where null means "not specified". A null path is a
+//! decode error ([`Reader::read_path`]); other nulls decode as empty, which
+//! is how ZooKeeper's own handlers end up treating them.
 
 use bytes::{Bytes, BytesMut};
 
@@ -20,7 +22,8 @@ use crate::types::Acl;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateRequest {
     pub path: String,
-    pub data: Bytes,
+    /// `None` is null data, kept apart from empty.
+    pub data: Option<Bytes>,
     pub acl: Vec<Acl>,
     /// Raw [`crate::CreateMode`] flags: an invalid value is the server's
     /// `BadArguments`, not a reason to drop the connection.
@@ -31,7 +34,7 @@ impl Record for CreateRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             path: r.read_path()?,
-            data: r.read_buffer_or_empty()?,
+            data: r.read_buffer()?,
             acl: Acl::decode_vec(r)?,
             flags: r.read_i32()?,
         })
@@ -39,7 +42,7 @@ impl Record for CreateRequest {
 
     fn encode(&self, buf: &mut BytesMut) {
         buf.write_string(&self.path);
-        buf.write_buffer(&self.data);
+        buf.write_opt_buffer(self.data.as_deref());
         Acl::encode_vec(&self.acl, buf);
         buf.write_i32(self.flags);
     }
@@ -49,7 +52,8 @@ impl Record for CreateRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateTTLRequest {
     pub path: String,
-    pub data: Bytes,
+    /// `None` is null data, kept apart from empty.
+    pub data: Option<Bytes>,
     pub acl: Vec<Acl>,
     pub flags: i32,
     pub ttl: i64,
@@ -59,7 +63,7 @@ impl Record for CreateTTLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             path: r.read_path()?,
-            data: r.read_buffer_or_empty()?,
+            data: r.read_buffer()?,
             acl: Acl::decode_vec(r)?,
             flags: r.read_i32()?,
             ttl: r.read_i64()?,
@@ -68,7 +72,7 @@ impl Record for CreateTTLRequest {
 
     fn encode(&self, buf: &mut BytesMut) {
         buf.write_string(&self.path);
-        buf.write_buffer(&self.data);
+        buf.write_opt_buffer(self.data.as_deref());
         Acl::encode_vec(&self.acl, buf);
         buf.write_i32(self.flags);
         buf.write_i64(self.ttl);
@@ -125,7 +129,8 @@ impl Record for PathAndWatch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetDataRequest {
     pub path: String,
-    pub data: Bytes,
+    /// `None` is null data, kept apart from empty.
+    pub data: Option<Bytes>,
     pub version: i32,
 }
 
@@ -133,14 +138,14 @@ impl Record for SetDataRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             path: r.read_path()?,
-            data: r.read_buffer_or_empty()?,
+            data: r.read_buffer()?,
             version: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
         buf.write_string(&self.path);
-        buf.write_buffer(&self.data);
+        buf.write_opt_buffer(self.data.as_deref());
         buf.write_i32(self.version);
     }
 }
@@ -230,7 +235,9 @@ impl Record for SyncRequest {
 pub struct AuthPacket {
     pub auth_type: i32,
     pub scheme: String,
-    pub auth: Bytes,
+    /// `None` when null: ZooKeeper's digest provider fails on it, its ip
+    /// provider ignores it.
+    pub auth: Option<Bytes>,
 }
 
 impl Record for AuthPacket {
@@ -238,14 +245,14 @@ impl Record for AuthPacket {
         Ok(Self {
             auth_type: r.read_i32()?,
             scheme: r.read_string()?,
-            auth: r.read_buffer_or_empty()?,
+            auth: r.read_buffer()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
         buf.write_i32(self.auth_type);
         buf.write_string(&self.scheme);
-        buf.write_buffer(&self.auth);
+        buf.write_opt_buffer(self.auth.as_deref());
     }
 }
 
@@ -479,7 +486,7 @@ mod tests {
             prop_assert_eq!(round_trip(&v), v);
             let v = GetSASLRequest { token: Bytes::from(path.clone().into_bytes()) };
             prop_assert_eq!(round_trip(&v), v);
-            let v = AuthPacket { auth_type: n, scheme: path.clone(), auth: Bytes::from(path.into_bytes()) };
+            let v = AuthPacket { auth_type: n, scheme: path.clone(), auth: Some(Bytes::from(path.into_bytes())) };
             prop_assert_eq!(round_trip(&v), v);
         }
 
@@ -523,13 +530,13 @@ mod tests {
             Err(DecodeError::LengthBeyondFrame { .. })
         ));
 
+        // A count below -1 is an empty list, as in ZooKeeper.
         let mut buf = BytesMut::new();
         buf.write_string("/a");
         buf.write_i32(-5); // ACL count
-        assert_eq!(
-            SetACLRequest::from_bytes(buf.freeze()),
-            Err(DecodeError::NegativeLength(-5))
-        );
+        buf.write_i32(3);
+        let req = SetACLRequest::from_bytes(buf.freeze()).unwrap();
+        assert_eq!((req.acl, req.version), (vec![], 3));
     }
 
     #[test]
@@ -543,7 +550,7 @@ mod tests {
     }
 
     #[test]
-    fn null_lists_and_buffers_read_as_empty() {
+    fn null_data_stays_null_and_a_null_acl_list_reads_as_empty() {
         let mut buf = BytesMut::new();
         buf.write_string("/a");
         buf.write_opt_buffer(None);
@@ -551,8 +558,21 @@ mod tests {
         buf.write_i32(0);
         let req = CreateRequest::from_bytes(buf.freeze()).unwrap();
         assert_eq!(req.path, "/a");
-        assert!(req.data.is_empty());
+        assert_eq!(req.data, None);
         assert!(req.acl.is_empty());
+        assert_eq!(
+            &req.to_bytes()[6..10],
+            &[0xff; 4],
+            "null data is written back as -1"
+        );
+
+        let empty = SetDataRequest {
+            path: "/a".into(),
+            data: Some(Bytes::new()),
+            version: -1,
+        };
+        assert_eq!(&empty.to_bytes()[6..10], &[0; 4], "empty data is length 0");
+        assert_eq!(round_trip(&empty), empty);
     }
 
     #[test]

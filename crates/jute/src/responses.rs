@@ -74,20 +74,21 @@ impl Record for StatResponse {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetDataResponse {
-    pub data: Bytes,
+    /// `None` when the znode holds null data.
+    pub data: Option<Bytes>,
     pub stat: Stat,
 }
 
 impl Record for GetDataResponse {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            data: r.read_buffer_or_empty()?,
+            data: r.read_buffer()?,
             stat: Stat::decode(r)?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_buffer(&self.data);
+        buf.write_opt_buffer(self.data.as_deref());
         self.stat.encode(buf);
     }
 }
@@ -280,12 +281,12 @@ mod tests {
         }
 
         #[test]
-        fn data_responses_round_trip(data in arb_bytes(), stat in arb_stat(), acl in arb_acls()) {
+        fn data_responses_round_trip(data in arb_data(), stat in arb_stat(), acl in arb_acls()) {
             let v = GetDataResponse { data: data.clone(), stat };
             prop_assert_eq!(round_trip(&v), v);
             let v = GetACLResponse { acl, stat };
             prop_assert_eq!(round_trip(&v), v);
-            let v = SetSASLResponse { token: Some(data) };
+            let v = SetSASLResponse { token: data };
             prop_assert_eq!(round_trip(&v), v);
             let v = SetSASLResponse { token: None };
             prop_assert_eq!(round_trip(&v), v);

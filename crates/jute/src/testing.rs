@@ -39,6 +39,11 @@ pub fn arb_bytes() -> impl Strategy<Value = Bytes> {
     proptest::collection::vec(any::<u8>(), 0..32).prop_map(Bytes::from)
 }
 
+/// Znode data: null now and then, else bytes (empty included).
+pub fn arb_data() -> impl Strategy<Value = Option<Bytes>> {
+    proptest::option::weighted(0.9, arb_bytes())
+}
+
 pub fn arb_stat() -> impl Strategy<Value = Stat> {
     (
         any::<[i64; 4]>(),
@@ -73,7 +78,7 @@ pub fn arb_acls() -> impl Strategy<Value = Vec<Acl>> {
 }
 
 pub fn arb_create_request() -> impl Strategy<Value = CreateRequest> {
-    (arb_string(), arb_bytes(), arb_acls(), any::<i32>()).prop_map(|(path, data, acl, flags)| {
+    (arb_string(), arb_data(), arb_acls(), any::<i32>()).prop_map(|(path, data, acl, flags)| {
         CreateRequest {
             path,
             data,
@@ -94,7 +99,7 @@ pub fn arb_create_ttl_request() -> impl Strategy<Value = CreateTTLRequest> {
 }
 
 pub fn arb_set_data_request() -> impl Strategy<Value = SetDataRequest> {
-    (arb_string(), arb_bytes(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
+    (arb_string(), arb_data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
         path,
         data,
         version,
@@ -264,7 +269,7 @@ pub fn arb_multi_result() -> BoxedStrategy<MultiResult> {
         any::<i32>()
             .prop_map(|err| MultiResult::Error { err })
             .boxed(),
-        (arb_bytes(), arb_stat())
+        (arb_data(), arb_stat())
             .prop_map(|(data, stat)| MultiResult::GetData { data, stat })
             .boxed(),
         arb_strings()
@@ -335,7 +340,7 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .prop_map(|path| Request::Sync(SyncRequest { path }))
             .boxed(),
         Just(Request::Ping).boxed(),
-        (any::<i32>(), arb_string(), arb_bytes())
+        (any::<i32>(), arb_string(), arb_data())
             .prop_map(|(auth_type, scheme, auth)| {
                 Request::Auth(AuthPacket {
                     auth_type,

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use jute::{
-    ConnectRequest, ConnectResponse, ErrorCode, Id, Reader, Record, Request, RequestHeader,
+    ConnectRequest, ConnectResponse, ErrorCode, Id, OpCode, Reader, Record, Request, RequestHeader,
 };
 use rand::RngCore as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -292,7 +292,7 @@ async fn establish(
             connection,
             session_id,
             timeout_ms,
-            auth: Arc::new(vec![Id::new("ip", remote.ip().to_string())]),
+            auth: Arc::new(vec![crate::auth::ip_id(remote.ip())]),
         },
         reply::bare(&response),
     )))
@@ -383,6 +383,13 @@ async fn read_loop(
         let header = RequestHeader::decode(&mut r)?;
         let request = match Request::decode(header.op, &mut r) {
             Ok(request) => request,
+            // ZooKeeper decodes auth and SASL packets outside its request
+            // pipeline, and a failure there closes the connection unanswered.
+            Err(error) if [OpCode::Auth.code(), OpCode::Sasl.code()].contains(&header.op) => {
+                tracing::info!(remote = %handle.remote, op = header.op, "malformed authentication packet, closing: {error}");
+                shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+                return Ok(());
+            }
             Err(error) => {
                 tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
@@ -399,7 +406,8 @@ async fn read_loop(
             Request::Auth(packet) => {
                 match crate::auth::authenticate(
                     &packet.scheme,
-                    &packet.auth,
+                    packet.auth.as_deref(),
+                    handle.remote.ip(),
                     shared.config.super_digest.as_deref(),
                 ) {
                     Some(ids) => {

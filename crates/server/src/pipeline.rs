@@ -22,10 +22,10 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use jute::{
-    AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest, ErrorCode,
-    GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse,
-    GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode,
-    ReadOp, Request, StatResponse, SyncResponse, WhoAmIResponse,
+    AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
+    ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response,
+    GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse,
+    MultiResult, OpCode, ReadOp, Request, StatResponse, SyncResponse, WatcherType, WhoAmIResponse,
 };
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{Outcome, Txn, TxnOp};
@@ -139,7 +139,12 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
     let refuse_write = |code: ErrorCode| write(TxnOp::Error { code }, ReplyShape::Empty);
 
     match request {
-        Request::Ping => Step::Reply(reply::header_only(xid, shared.last_zxid(), ErrorCode::Ok)),
+        // ZooKeeper answers a ping with the ping xid whatever the client sent.
+        Request::Ping => Step::Reply(reply::header_only(
+            jute::xid::PING,
+            shared.last_zxid(),
+            ErrorCode::Ok,
+        )),
         Request::Create { op, req } => match create_op(shared, op, req, -1) {
             Ok((txn_op, shape)) => write(txn_op, shape),
             Err(err) => refuse_write(err),
@@ -174,10 +179,10 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             ),
             Err(err) => refuse_write(err),
         },
-        Request::Multi(ops) => match multi_ops(shared, ops) {
-            Ok((txn_ops, shapes)) => write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes)),
-            Err(err) => refuse_write(err),
-        },
+        Request::Multi(ops) => {
+            let (txn_ops, shapes) = multi_ops(shared, ops);
+            write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes))
+        }
         Request::CloseSession => write(TxnOp::CloseSession, ReplyShape::Empty),
         request @ (Request::Exists(_)
         | Request::GetData(_)
@@ -215,12 +220,10 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
         // multi; auth and SASL reach here only if the connection did not
         // take them, which is a bug in the caller. ZooKeeper answers an
         // invalid request type with Unimplemented and closes.
+        // `UnimplementedRequestProcessor` answers with the request's zxid,
+        // which is still -1.
         Request::Check(_) | Request::Auth(_) | Request::Sasl(_) | Request::Unknown(_) => {
-            Step::ReplyThenClose(reply::header_only(
-                xid,
-                shared.last_zxid(),
-                ErrorCode::Unimplemented,
-            ))
+            Step::ReplyThenClose(reply::header_only(xid, -1, ErrorCode::Unimplemented))
         }
     }
 }
@@ -302,19 +305,12 @@ fn create_op(
         acl,
         flags,
     } = req;
-    let mode = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
-    check_acl_schemes(shared, &acl)?;
-    if mode.is_ttl() && !shared.config.extended_types_enabled {
+    let requested = CreateMode::from_flags(flags).ok_or(ErrorCode::BadArguments)?;
+    if requested.is_ttl() && !shared.config.extended_types_enabled {
         return Err(ErrorCode::Unimplemented);
     }
-    // PrepRequestProcessor: a container must come through createContainer,
-    // and createContainer must make a container.
-    if (op == OpCode::CreateContainer) != mode.is_container() {
-        return Err(ErrorCode::BadArguments);
-    }
-    if (op == OpCode::CreateTtl) != mode.is_ttl() {
-        return Err(ErrorCode::BadArguments);
-    }
+    let mode = node_mode(op, requested)?;
+    check_acl_schemes(shared, &acl)?;
     let shape = if op == OpCode::Create {
         ReplyShape::Path
     } else {
@@ -332,10 +328,35 @@ fn create_op(
     ))
 }
 
-fn multi_ops(
-    shared: &Shared,
-    ops: Vec<MultiOp>,
-) -> Result<(Vec<TxnOp>, Vec<ReplyShape>), ErrorCode> {
+/// The kind of node a create makes. In ZooKeeper the opcode picks the
+/// txn and the flags only fill in what that txn carries
+/// (`pRequest2TxnCreate`): a create or create2 with the container flag logs
+/// a plain `CreateTxn`, so the node is persistent (go-zookeeper sends
+/// containers that way); createContainer makes a container whatever its
+/// flags. TTL modes keep their mode, so that the tree answers a missing or
+/// invalid TTL with BadArguments, as `EphemeralType.validateTTL` does.
+///
+/// Two refusals where ZooKeeper does otherwise: createTTL with a non-TTL
+/// mode (ZooKeeper 3.8 logs a txn that stops its server when applied), and
+/// createContainer with a sequential flag (a sequential container, which
+/// no client library asks for and our txn cannot express).
+fn node_mode(op: OpCode, requested: CreateMode) -> Result<CreateMode, ErrorCode> {
+    match op {
+        _ if requested.is_ttl() => Ok(requested),
+        OpCode::CreateTtl => Err(ErrorCode::BadArguments),
+        OpCode::CreateContainer if requested.is_sequential() => Err(ErrorCode::BadArguments),
+        OpCode::CreateContainer => Ok(CreateMode::Container),
+        _ if requested.is_container() => Ok(CreateMode::Persistent),
+        _ => Ok(requested),
+    }
+}
+
+/// The txn ops of a multi and the shape of each op's answer. An op refused
+/// here becomes an `Error` op that fails the multi at its place, as
+/// ZooKeeper's prep stage logs an `ErrorTxn` for it: the client gets the
+/// per-op results of a failed multi, not a failed request.
+fn multi_ops(shared: &Shared, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>) {
+    let refused = |code| (TxnOp::Error { code }, ReplyShape::Empty);
     let mut txn_ops = Vec::with_capacity(ops.len());
     let mut shapes = Vec::with_capacity(ops.len());
     for op in ops {
@@ -348,9 +369,9 @@ fn multi_ops(
                 } else {
                     op
                 };
-                create_op(shared, op, req, -1)?
+                create_op(shared, op, req, -1).unwrap_or_else(refused)
             }
-            MultiOp::CreateTtl(req) => create_ttl_op(shared, req)?,
+            MultiOp::CreateTtl(req) => create_ttl_op(shared, req).unwrap_or_else(refused),
             MultiOp::Delete(req) => (
                 TxnOp::Delete {
                     path: req.path,
@@ -377,7 +398,7 @@ fn multi_ops(
         txn_ops.push(txn_op);
         shapes.push(shape);
     }
-    Ok((txn_ops, shapes))
+    (txn_ops, shapes)
 }
 
 /// The reply to a `sync` whose read index this server has applied.
@@ -543,10 +564,13 @@ fn answer_locked(
             reply::with_body(xid, zxid, &WhoAmIResponse { client_info })
         }
         Request::AddWatch(AddWatchRequest { path, mode }) => {
-            let kind = match mode {
-                0 => WatchKind::Persistent,
-                1 => WatchKind::PersistentRecursive,
-                _ => return error(ErrorCode::BadArguments),
+            // ZooKeeper's `WatcherMode.fromZooDef` throws on an unknown
+            // mode, which its request processor answers as a marshalling
+            // error.
+            let kind = match AddWatchMode::from_code(mode) {
+                Some(AddWatchMode::Persistent) => WatchKind::Persistent,
+                Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
+                None => return error(ErrorCode::MarshallingError),
             };
             watches.add(connection, kind, &path);
             // ZooKeeper answers addWatch with an ErrorResponse(0) body,
@@ -554,8 +578,13 @@ fn answer_locked(
             reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
         }
         Request::RemoveWatches(req) | Request::CheckWatches(req) => {
+            // An unknown type makes `WatcherType.fromInt` throw: a
+            // marshalling error, as for addWatch.
+            let Some(watcher_type) = WatcherType::from_code(req.watcher_type) else {
+                return error(ErrorCode::MarshallingError);
+            };
             let mut found = false;
-            for &kind in watch_kinds(req.watcher_type) {
+            for &kind in watch_kinds(watcher_type) {
                 found |= if removing {
                     watches.remove(connection, kind, &req.path)
                 } else {
@@ -608,18 +637,17 @@ fn user_name(id: &Id) -> String {
 
 /// ZooKeeper's `WatcherType`: 1 children, 2 data, 3 any, 4 persistent,
 /// 5 persistent recursive.
-fn watch_kinds(watcher_type: i32) -> &'static [WatchKind] {
+fn watch_kinds(watcher_type: WatcherType) -> &'static [WatchKind] {
     match watcher_type {
-        1 => &[WatchKind::Child],
-        2 => &[WatchKind::Data],
-        3 => &[
+        WatcherType::Children => &[WatchKind::Child],
+        WatcherType::Data => &[WatchKind::Data],
+        WatcherType::Any => &[
             WatchKind::Child,
             WatchKind::Data,
             WatchKind::Persistent,
             WatchKind::PersistentRecursive,
         ],
-        4 => &[WatchKind::Persistent],
-        5 => &[WatchKind::PersistentRecursive],
-        _ => &[],
+        WatcherType::Persistent => &[WatchKind::Persistent],
+        WatcherType::PersistentRecursive => &[WatchKind::PersistentRecursive],
     }
 }

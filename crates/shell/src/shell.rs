@@ -369,8 +369,12 @@ impl Shell {
                 } else {
                     zk.get_data(&path).await.map_err(failed)?
                 };
-                // Java decodes as UTF-8, replacing what is not.
-                put(out, &format!("{}\n", String::from_utf8_lossy(&data)));
+                // zkCli prints null data as "null", and decodes the rest as
+                // UTF-8, replacing what is not.
+                let text = data
+                    .as_deref()
+                    .map_or("null".into(), String::from_utf8_lossy);
+                put(out, &format!("{text}\n"));
                 if stat {
                     put(out, &format::stat(&node));
                 }
@@ -412,8 +416,11 @@ impl Shell {
                 if let Some(ttl) = ttl {
                     options = options.ttl(Duration::from_millis(ttl.unsigned_abs()));
                 }
-                let data = data.unwrap_or_default();
-                match zk.create(&path, data.as_bytes(), options).await {
+                // zkCli creates a node without a data argument with null data.
+                match zk
+                    .create(&path, data.as_deref().map(str::as_bytes), options)
+                    .await
+                {
                     Ok((created, _)) => put(err, &format!("Created {created}\n")),
                     Err(error) => {
                         // zkCli says more for these two.

@@ -130,8 +130,9 @@ impl Checker {
         let stat = |perm| model.readable(path, perm).map(|()| model.stat(path));
         same(
             format_args!("getData({path:?})"),
-            tree.get_data(path, &[]).map(|(d, s)| (d.to_vec(), s)),
-            stat(perms::READ).map(|s| (model.data(path).to_vec(), s)),
+            tree.get_data(path, &[])
+                .map(|(d, s)| (d.as_deref().map(<[u8]>::to_vec), s)),
+            stat(perms::READ).map(|s| (model.data(path).map(<[u8]>::to_vec), s)),
         )?;
         same(
             format_args!("exists({path:?}) unchecked"),
@@ -205,9 +206,9 @@ impl Checker {
                 .map_err(|e| format!("getACL({path:?}) as super: {e:?}"))?;
             same(
                 format_args!("data, stat and ACL of {path}"),
-                (data.to_vec(), stat, acl),
+                (data.as_deref().map(<[u8]>::to_vec), stat, acl),
                 (
-                    model.data(path).to_vec(),
+                    model.data(path).map(<[u8]>::to_vec),
                     model.stat(path),
                     model.acl(path).to_vec(),
                 ),

@@ -22,7 +22,7 @@
 //!     kind: 0,
 //!     path: PathSeed::Fresh { absolute: true, components: vec![0] },
 //!     version: 0,
-//!     data: b"x".to_vec(),
+//!     data: Some(b"x".to_vec()),
 //!     mode: 3, // ephemeral sequential
 //!     ttl: 0,
 //!     acl: 0,

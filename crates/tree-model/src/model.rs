@@ -31,7 +31,8 @@ enum Kind {
 
 #[derive(Debug, Clone)]
 struct Node {
-    data: Vec<u8>,
+    /// `None` is null data.
+    data: Option<Vec<u8>>,
     acl: Vec<Acl>,
     kind: Kind,
     version: i32,
@@ -47,7 +48,7 @@ struct Node {
 }
 
 impl Node {
-    fn new(data: Vec<u8>, acl: Vec<Acl>, kind: Kind, zxid: i64, time_ms: i64) -> Self {
+    fn new(data: Option<Vec<u8>>, acl: Vec<Acl>, kind: Kind, zxid: i64, time_ms: i64) -> Self {
         Node {
             data,
             acl,
@@ -151,7 +152,7 @@ impl Model {
     pub(crate) fn new() -> Self {
         let mut nodes = BTreeMap::new();
         for path in SPECIAL_PATHS {
-            let mut node = Node::new(vec![], Acl::open_unsafe(), Kind::Persistent, 0, 0);
+            let mut node = Node::new(Some(vec![]), Acl::open_unsafe(), Kind::Persistent, 0, 0);
             if path == "/zookeeper/config" {
                 node.acl = Acl::read_unsafe();
                 node.aversion = -1;
@@ -213,14 +214,14 @@ impl Model {
                 Kind::Ephemeral(session) => session,
                 _ => 0,
             },
-            data_length: n.data.len() as i32,
+            data_length: n.data.as_ref().map_or(0, Vec::len) as i32,
             num_children,
             pzxid: n.pzxid,
         }
     }
 
-    pub(crate) fn data(&self, path: &str) -> &[u8] {
-        &self.nodes[key(path)].data
+    pub(crate) fn data(&self, path: &str) -> Option<&[u8]> {
+        self.nodes[key(path)].data.as_deref()
     }
 
     pub(crate) fn acl(&self, path: &str) -> &[Acl] {
@@ -274,7 +275,7 @@ impl Model {
     pub(crate) fn approximate_data_bytes(&self) -> u64 {
         self.nodes
             .iter()
-            .map(|(path, node)| (path.len() + node.data.len()) as u64)
+            .map(|(path, node)| (path.len() + node.data.as_ref().map_or(0, Vec::len)) as u64)
             .sum()
     }
 
@@ -335,13 +336,13 @@ impl Model {
                 acl,
                 mode,
                 ttl_ms,
-            } => self.create(ctx, path, data, acl, *mode, *ttl_ms, triggers),
+            } => self.create(ctx, path, data.as_deref(), acl, *mode, *ttl_ms, triggers),
             TxnOp::Delete { path, version } => self.delete(ctx, path, *version, triggers),
             TxnOp::SetData {
                 path,
                 data,
                 version,
-            } => self.set_data(ctx, path, data, *version, triggers),
+            } => self.set_data(ctx, path, data.as_deref(), *version, triggers),
             TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
             TxnOp::Check { path, version } => self.check(ctx, path, *version),
             TxnOp::Reap { path } => self.reap(ctx, path, triggers),
@@ -379,7 +380,7 @@ impl Model {
         &mut self,
         ctx: Ctx,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         acl: &[Acl],
         mode: CreateMode,
         ttl_ms: i64,
@@ -434,7 +435,7 @@ impl Model {
             EventType::NodeChildrenChanged,
             &parent.acl,
         ));
-        let node = Node::new(data.to_vec(), acl, kind, ctx.zxid, ctx.time_ms);
+        let node = Node::new(data.map(<[u8]>::to_vec), acl, kind, ctx.zxid, ctx.time_ms);
         self.nodes.insert(path.clone(), node);
         Ok(Outcome::Created {
             stat: self.stat(&path),
@@ -490,7 +491,7 @@ impl Model {
         &mut self,
         ctx: Ctx,
         path: &str,
-        data: &[u8],
+        data: Option<&[u8]>,
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> Result<Outcome, ErrorCode> {
@@ -504,7 +505,7 @@ impl Model {
         }
         version_matches(node.version, version)?;
         node.version += 1;
-        node.data = data.to_vec();
+        node.data = data.map(<[u8]>::to_vec);
         node.mzxid = ctx.zxid;
         node.mtime = ctx.time_ms;
         triggers.push(trigger(path, EventType::NodeDataChanged, &node.acl));
@@ -586,6 +587,7 @@ impl Model {
                     | TxnOp::Delete { .. }
                     | TxnOp::SetData { .. }
                     | TxnOp::Check { .. }
+                    | TxnOp::Error { .. }
             )
         };
         if !ops.iter().all(in_multi) {

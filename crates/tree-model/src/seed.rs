@@ -66,7 +66,8 @@ pub struct OpSeed {
     pub path: PathSeed,
     /// -1, the node's version, one more, one less.
     pub version: u8,
-    pub data: Vec<u8>,
+    /// `None` is null data.
+    pub data: Option<Vec<u8>>,
     /// A `CreateMode` by flag value.
     pub mode: u8,
     /// For TTL modes mostly a valid TTL (1 ms to the largest), 3 in 16 an
@@ -208,7 +209,10 @@ impl OpSeed {
             (false, k) => k % 32,
         };
         let path = self.path.realize(model);
-        let data: Bytes = self.data.iter().take(MAX_DATA).copied().collect();
+        let data: Option<Bytes> = self
+            .data
+            .as_ref()
+            .map(|d| d.iter().take(MAX_DATA).copied().collect());
         let version = pick_version(self.version, model.version(&path));
         match kind {
             0..=10 => {

@@ -124,7 +124,7 @@ impl DataTree {
         &mut self,
         ctx: &Ctx,
         path: &str,
-        data: &Bytes,
+        data: &Option<Bytes>,
         acl: &[Acl],
         mode: CreateMode,
         ttl_ms: i64,
@@ -211,7 +211,7 @@ impl DataTree {
         &mut self,
         ctx: &Ctx,
         path: &str,
-        data: &Bytes,
+        data: &Option<Bytes>,
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> OpResult {
@@ -288,7 +288,9 @@ impl DataTree {
 
     /// A multi: its ops see each other's effects and share one zxid and
     /// time. They run on a clone (O(1) with persistent maps) that replaces
-    /// the tree only if every op succeeds.
+    /// the tree only if every op succeeds. An `Error` op is one the server
+    /// refused before proposing (ZooKeeper's prep stage logs an `ErrorTxn`
+    /// in its place), failing the multi at that op.
     fn multi(&mut self, ctx: &Ctx, ops: &[TxnOp], triggers: &mut Vec<Trigger>) -> Outcome {
         let allowed = |op: &TxnOp| {
             matches!(
@@ -297,6 +299,7 @@ impl DataTree {
                     | TxnOp::Delete { .. }
                     | TxnOp::SetData { .. }
                     | TxnOp::Check { .. }
+                    | TxnOp::Error { .. }
             )
         };
         if !ops.iter().all(allowed) {

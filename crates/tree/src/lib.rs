@@ -34,7 +34,7 @@
 //! tree.apply(1, &txn(TxnOp::CreateSession { timeout_ms: 30_000, password: Bytes::new() }));
 //! let applied = tree.apply(2, &txn(TxnOp::Create {
 //!     path: "/lock-".into(),
-//!     data: Bytes::from_static(b"me"),
+//!     data: Some(Bytes::from_static(b"me")),
 //!     acl: Acl::open_unsafe(),
 //!     mode: CreateMode::EphemeralSequential,
 //!     ttl_ms: -1,

@@ -99,7 +99,9 @@ impl StatPersisted {
 /// version of the tree shares every node it did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    pub data: Bytes,
+    /// `None` is null data (Java's `null`), which ZooKeeper stores and
+    /// answers apart from empty; both have `dataLength` 0.
+    pub data: Option<Bytes>,
     pub acl: AclList,
     pub stat: StatPersisted,
     /// Child names (last path component), kept sorted so listings are
@@ -142,13 +144,18 @@ impl Children {
 }
 
 impl Node {
-    pub fn new(data: Bytes, acl: AclList, stat: StatPersisted) -> Self {
+    pub fn new(data: Option<Bytes>, acl: AclList, stat: StatPersisted) -> Self {
         Self {
             data,
             acl,
             stat,
             children: Children::default(),
         }
+    }
+
+    /// `dataLength`: 0 for null data, as `DataNode.copyStat` counts it.
+    pub fn data_len(&self) -> usize {
+        self.data.as_ref().map_or(0, Bytes::len)
     }
 
     pub fn kind(&self) -> OwnerKind {
@@ -176,7 +183,7 @@ impl Node {
                 .wrapping_sub(num_children),
             aversion: self.stat.aversion,
             ephemeral_owner: owner,
-            data_length: self.data.len() as i32,
+            data_length: self.data_len() as i32,
             num_children,
             pzxid: self.stat.pzxid,
         }

@@ -104,7 +104,7 @@ impl DataTree {
         let Some(node) = self.node(&stat_node) else {
             return;
         };
-        let Some(mut stats) = StatsTrack::parse(&node.data) else {
+        let Some(mut stats) = StatsTrack::parse(node.data.as_deref().unwrap_or_default()) else {
             return;
         };
         stats.add("count", count_diff);
@@ -129,7 +129,7 @@ impl DataTree {
         let top_key = path::lookup_key(path);
         let below = format!("{path}/");
         let mut count = 1;
-        let mut bytes = top.data.len() as i64;
+        let mut bytes = top.data_len() as i64;
         let range = (
             std::ops::Bound::Included(below.as_str()),
             std::ops::Bound::Unbounded,
@@ -140,7 +140,7 @@ impl DataTree {
             }
             if &**key != top_key {
                 count += 1;
-                bytes += node.data.len() as i64;
+                bytes += node.data_len() as i64;
             }
         }
         (count, bytes)

@@ -21,8 +21,9 @@ impl DataTree {
         Ok(node)
     }
 
-    /// getData: the data (shared, not copied) and stat; READ needed.
-    pub fn get_data(&self, path: &str, auth: &[Id]) -> Result<(Bytes, Stat), ErrorCode> {
+    /// getData: the data (shared, not copied; `None` when null) and stat;
+    /// READ needed.
+    pub fn get_data(&self, path: &str, auth: &[Id]) -> Result<(Option<Bytes>, Stat), ErrorCode> {
         let node = self.readable(path, perms::READ, auth)?;
         Ok((node.data.clone(), node.client_stat()))
     }

@@ -10,7 +10,7 @@
 //! sessions: count i32, then (id i64, timeout_ms i32, password buffer)*
 //! quota paths: count i32, then string*
 //! nodes: count i64, then in path order (a parent before its children)
-//!   (path string, data buffer, acl: count i32 + (perms i32, scheme, id)*,
+//!   (path string, data buffer (-1 for null), acl: count i32 + (perms i32, scheme, id)*,
 //!    czxid, mzxid, pzxid, ctime, mtime i64, version, cversion,
 //!    aversion i32, ephemeral_owner i64)*
 //! crc32c u32 of every byte before it
@@ -33,7 +33,10 @@ use crate::session::SessionInfo;
 use crate::DataTree;
 
 const MAGIC: &[u8; 8] = b"PDKTREE\0";
-const FORMAT: i32 = 1;
+/// Format 2 added null data (length -1); format 1 is otherwise the same
+/// and is still read.
+const FORMAT: i32 = 2;
+const FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=FORMAT;
 /// Flush the write buffer to the output at about this size.
 const WRITE_CHUNK_BYTES: usize = 64 * 1024;
 /// Bytes reserved up front for one field; longer fields grow as they are
@@ -47,7 +50,7 @@ pub enum SnapshotError {
     Io(#[from] io::Error),
     #[error("not a Paddock tree snapshot (bad magic)")]
     BadMagic,
-    #[error("unsupported snapshot format {0} (this build reads {FORMAT})")]
+    #[error("unsupported snapshot format {0} (this build reads formats up to {FORMAT})")]
     UnsupportedFormat(i32),
     #[error("corrupt snapshot: {0}")]
     Corrupt(String),
@@ -85,6 +88,13 @@ impl SnapWriter<'_> {
         self.buf.put_i32(jute::jute_len(b.len()));
         self.buf.put_slice(b);
     }
+
+    fn opt_bytes(&mut self, b: Option<&[u8]>) {
+        match b {
+            Some(b) => self.bytes(b),
+            None => self.buf.put_i32(-1),
+        }
+    }
 }
 
 impl DataTree {
@@ -114,7 +124,7 @@ impl DataTree {
         // path is a prefix of theirs.
         for (p, node) in self.nodes.iter() {
             w.bytes(p.as_bytes());
-            w.bytes(&node.data);
+            w.opt_bytes(node.data.as_deref());
             w.buf.put_i32(jute::jute_len(node.acl.len()));
             for acl in node.acl.iter() {
                 w.buf.put_i32(acl.perms);
@@ -145,7 +155,7 @@ impl DataTree {
             return Err(SnapshotError::BadMagic);
         }
         let format = r.i32()?;
-        if format != FORMAT {
+        if !FORMATS_READ.contains(&format) {
             return Err(SnapshotError::UnsupportedFormat(format));
         }
         let data_bytes_approx = r.i64()?;
@@ -240,7 +250,7 @@ fn read_node(
     acls: &mut HashMap<Vec<Acl>, AclList>,
 ) -> Result<(Arc<str>, Node), SnapshotError> {
     let p: Arc<str> = Arc::from(r.string()?);
-    let data = Bytes::from(r.bytes()?);
+    let data = r.opt_bytes()?.map(Bytes::from);
     let mut acl = Vec::new();
     for _ in 0..r.count()? {
         let perms = r.i32()?;
@@ -307,7 +317,20 @@ impl SnapReader<'_> {
     }
 
     fn bytes(&mut self) -> Result<Vec<u8>, SnapshotError> {
-        let len = self.count()? as usize;
+        let len = self.count()?;
+        self.bytes_of_len(len as usize)
+    }
+
+    /// A buffer that may be null (length -1).
+    fn opt_bytes(&mut self) -> Result<Option<Vec<u8>>, SnapshotError> {
+        match self.i32()? {
+            -1 => Ok(None),
+            n if n < 0 => Err(corrupt(format!("negative length {n}"))),
+            n => self.bytes_of_len(n as usize).map(Some),
+        }
+    }
+
+    fn bytes_of_len(&mut self, len: usize) -> Result<Vec<u8>, SnapshotError> {
         let mut buf = Vec::with_capacity(len.min(READ_RESERVE_BYTES));
         let read = (&mut self.input).take(len as u64).read_to_end(&mut buf)?;
         if read != len {

@@ -67,13 +67,13 @@ impl DataTree {
     pub fn new() -> Self {
         let open: AclList = Arc::from(Acl::open_unsafe());
         let read_only: AclList = Arc::from(Acl::read_unsafe());
-        let empty = || Node::new(Bytes::new(), open.clone(), StatPersisted::default());
+        let empty = || Node::new(Some(Bytes::new()), open.clone(), StatPersisted::default());
         let mut root = empty();
         root.children.insert(Arc::from("zookeeper"));
         let mut proc_node = empty();
         proc_node.children.insert(Arc::from("quota"));
         proc_node.children.insert(Arc::from("config"));
-        let mut config = Node::new(Bytes::new(), read_only, StatPersisted::default());
+        let mut config = Node::new(Some(Bytes::new()), read_only, StatPersisted::default());
         config.stat.aversion = -1;
 
         let mut nodes = OrdMap::new();
@@ -118,7 +118,7 @@ impl DataTree {
     pub(crate) fn create_node(
         &mut self,
         path: &str,
-        data: Bytes,
+        data: Option<Bytes>,
         acl: AclList,
         owner: i64,
         parent_cversion: i32,
@@ -140,8 +140,8 @@ impl DataTree {
         parent.children.insert(Arc::from(path::child_name(path)));
         let parent_acl = parent.acl.clone();
 
-        let data_len = data.len() as i64;
         let node = Node::new(data, acl.clone(), StatPersisted::new(zxid, time_ms, owner));
+        let data_len = node.data_len() as i64;
         let stat = node.client_stat();
         self.nodes.insert(key.clone(), Arc::new(node));
         self.data_bytes_approx += path::java_len(path) as i64 + data_len;
@@ -187,7 +187,7 @@ impl DataTree {
         let parent_acl = parent.acl.clone();
 
         let node = self.nodes.remove(path).expect("delete of a checked node");
-        self.data_bytes_approx -= path::java_len(path) as i64 + node.data.len() as i64;
+        self.data_bytes_approx -= path::java_len(path) as i64 + node.data_len() as i64;
         match node.kind() {
             OwnerKind::Void => {}
             OwnerKind::Container => {
@@ -205,7 +205,7 @@ impl DataTree {
                 }
             }
         }
-        self.quota_on_delete(parent_path, path, node.data.len() as i64);
+        self.quota_on_delete(parent_path, path, node.data_len() as i64);
 
         triggers.push(Trigger {
             path: path.to_owned(),
@@ -224,16 +224,16 @@ impl DataTree {
     pub(crate) fn set_node_data(
         &mut self,
         path: &str,
-        data: Bytes,
+        data: Option<Bytes>,
         version: i32,
         zxid: i64,
         time_ms: i64,
         triggers: &mut Vec<Trigger>,
     ) -> Stat {
         let node = self.node_mut(path).expect("setData of a checked node");
-        let old_len = node.data.len() as i64;
-        let new_len = data.len() as i64;
+        let old_len = node.data_len() as i64;
         node.data = data;
+        let new_len = node.data_len() as i64;
         node.stat.mtime = time_ms;
         node.stat.mzxid = zxid;
         node.stat.version = version;
@@ -263,7 +263,7 @@ impl DataTree {
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {
         if let Some(node) = self.node_mut(path) {
-            node.data = data;
+            node.data = Some(data);
         }
     }
 }

@@ -11,8 +11,12 @@
 use bytes::{Bytes, BytesMut};
 use jute::{Acl, CreateMode, DecodeError, ErrorCode, Id, Reader, Record, WriteExt};
 
-/// Version of the encoding below; bump it with any change.
-const TXN_FORMAT: i32 = 1;
+/// Version of the encoding below; bump it with any change. Format 2 added
+/// null data (length -1), which format 1 never holds, so both are read;
+/// a server that reads only format 1 refuses a format 2 entry rather than
+/// misreading null as empty.
+const TXN_FORMAT: i32 = 2;
+const TXN_FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=TXN_FORMAT;
 
 /// Op tags, reusing ZooKeeper's opcodes (`ZooDefs.OpCode`).
 mod tag {
@@ -62,7 +66,8 @@ pub enum TxnOp {
     /// (`Unimplemented`) is the server's check.
     Create {
         path: String,
-        data: Bytes,
+        /// `None` is null data.
+        data: Option<Bytes>,
         acl: Vec<Acl>,
         mode: CreateMode,
         ttl_ms: i64,
@@ -73,7 +78,8 @@ pub enum TxnOp {
     },
     SetData {
         path: String,
-        data: Bytes,
+        /// `None` is null data.
+        data: Option<Bytes>,
         version: i32,
     },
     SetAcl {
@@ -85,7 +91,8 @@ pub enum TxnOp {
         path: String,
         version: i32,
     },
-    /// Create/Delete/SetData/Check only; all or nothing.
+    /// Create/Delete/SetData/Check, and Error for an op the server refused
+    /// before proposing; all or nothing.
     Multi(Vec<TxnOp>),
     /// The container/TTL reaper's delete (`deleteContainer`).
     Reap {
@@ -117,7 +124,7 @@ impl Txn {
     pub fn decode(bytes: Bytes) -> Result<Txn, DecodeError> {
         let mut r = Reader::new(bytes);
         let format = r.read_i32()?;
-        if format != TXN_FORMAT {
+        if !TXN_FORMATS_READ.contains(&format) {
             return Err(DecodeError::InvalidValue {
                 field: "txn format",
                 value: i64::from(format),
@@ -163,7 +170,7 @@ fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
         } => {
             buf.write_i32(tag::CREATE);
             buf.write_string(path);
-            buf.write_buffer(data);
+            buf.write_opt_buffer(data.as_deref());
             Acl::encode_vec(acl, buf);
             buf.write_i32(mode.flags());
             buf.write_i64(*ttl_ms);
@@ -180,7 +187,7 @@ fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
         } => {
             buf.write_i32(tag::SET_DATA);
             buf.write_string(path);
-            buf.write_buffer(data);
+            buf.write_opt_buffer(data.as_deref());
             buf.write_i32(*version);
         }
         TxnOp::SetAcl { path, acl, version } => {
@@ -224,7 +231,7 @@ fn decode_op(r: &mut Reader, top_level: bool) -> Result<TxnOp, DecodeError> {
         tag::CLOSE_SESSION => TxnOp::CloseSession,
         tag::CREATE => {
             let path = r.read_string()?;
-            let data = r.read_buffer_or_empty()?;
+            let data = r.read_buffer()?;
             let acl = Acl::decode_vec(r)?;
             let flags = r.read_i32()?;
             let mode = CreateMode::from_flags(flags).ok_or(DecodeError::InvalidValue {
@@ -245,7 +252,7 @@ fn decode_op(r: &mut Reader, top_level: bool) -> Result<TxnOp, DecodeError> {
         },
         tag::SET_DATA => TxnOp::SetData {
             path: r.read_string()?,
-            data: r.read_buffer_or_empty()?,
+            data: r.read_buffer()?,
             version: r.read_i32()?,
         },
         tag::SET_ACL => TxnOp::SetAcl {
@@ -291,6 +298,10 @@ mod tests {
         proptest::collection::vec(any::<u8>(), 0..16).prop_map(Bytes::from)
     }
 
+    fn arb_data() -> impl Strategy<Value = Option<Bytes>> {
+        proptest::option::of(arb_bytes())
+    }
+
     fn arb_id() -> impl Strategy<Value = Id> {
         ("[a-z]{0,6}", "\\PC{0,8}").prop_map(|(s, i)| Id::new(s, i))
     }
@@ -316,7 +327,7 @@ mod tests {
                 }
             }),
             Just(TxnOp::CloseSession),
-            (path, arb_bytes(), arb_acl(), arb_mode(), any::<i64>()).prop_map(
+            (path, arb_data(), arb_acl(), arb_mode(), any::<i64>()).prop_map(
                 |(path, data, acl, mode, ttl_ms)| TxnOp::Create {
                     path,
                     data,
@@ -326,7 +337,7 @@ mod tests {
                 }
             ),
             (path, any::<i32>()).prop_map(|(path, version)| TxnOp::Delete { path, version }),
-            (path, arb_bytes(), any::<i32>()).prop_map(|(path, data, version)| {
+            (path, arb_data(), any::<i32>()).prop_map(|(path, data, version)| {
                 TxnOp::SetData {
                     path,
                     data,
@@ -385,6 +396,24 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Txn::decode(Bytes::from(bytes));
         }
+    }
+
+    #[test]
+    fn format_1_entries_are_still_read() {
+        let txn = Txn {
+            time_ms: 1,
+            session_id: 2,
+            auth: vec![],
+            op: TxnOp::SetData {
+                path: "/a".into(),
+                data: Some(Bytes::from_static(b"x")),
+                version: -1,
+            },
+        };
+        let mut buf = BytesMut::new();
+        txn.encode(&mut buf);
+        buf[..4].copy_from_slice(&1i32.to_be_bytes());
+        assert_eq!(Txn::decode(buf.freeze()).unwrap(), txn);
     }
 
     #[test]

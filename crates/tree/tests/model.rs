@@ -27,7 +27,7 @@ fn arb_path() -> impl Strategy<Value = PathSeed> {
 fn arb_op() -> impl Strategy<Value = OpSeed> {
     (
         arb_path(),
-        proptest::collection::vec(any::<u8>(), 0..4),
+        proptest::option::weighted(0.8, proptest::collection::vec(any::<u8>(), 0..4)),
         any::<[u8; 5]>(),
     )
         .prop_map(|(path, data, [kind, version, mode, ttl, acl])| OpSeed {
@@ -82,7 +82,7 @@ fn replay(commands: Vec<Command>) {
 fn closing_a_session_deletes_its_ephemerals() {
     let create = TxnOp::Create {
         path: "/a".into(),
-        data: bytes::Bytes::new(),
+        data: None,
         acl: jute::Acl::open_unsafe(),
         mode: jute::CreateMode::Ephemeral,
         ttl_ms: -1,

@@ -89,6 +89,31 @@ fn failure_applies_nothing_and_reports_like_zookeeper() {
     assert!(matches!(out.outcome, Outcome::Created { ref path, .. } if path == "/a/s-0000000000"));
 }
 
+/// An op the server refused before proposing (a TTL create with extended
+/// types off, say) fails the multi at that op, as the `ErrorTxn` ZooKeeper's
+/// prep stage logs in its place does.
+#[test]
+fn an_op_refused_before_proposing_fails_the_multi_at_its_place() {
+    let mut h = Harness::new();
+    let before = h.tree.clone();
+    let applied = h.apply(TxnOp::Multi(vec![
+        create("/a", "", CreateMode::Persistent),
+        TxnOp::Error {
+            code: ErrorCode::Unimplemented,
+        },
+        create("/b", "", CreateMode::Persistent),
+    ]));
+    assert_eq!(
+        applied.outcome,
+        Outcome::Multi(vec![
+            Err(ErrorCode::Ok),
+            Err(ErrorCode::Unimplemented),
+            Err(ErrorCode::RuntimeInconsistency),
+        ])
+    );
+    assert_eq!(h.tree, before, "nothing applied");
+}
+
 #[test]
 fn failure_on_first_and_last_op() {
     let mut h = Harness::new();

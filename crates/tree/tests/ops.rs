@@ -3,9 +3,10 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::*;
 use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Id, Stat};
-use tree::{DataTree, Outcome};
+use tree::{DataTree, Outcome, TxnOp};
 
 #[test]
 fn fresh_tree_matches_a_standalone_server() {
@@ -80,7 +81,49 @@ fn create_sets_every_stat_field() {
     h.mk("/a/b", "");
     let a = h.stat("/a");
     assert_eq!((a.cversion, a.pzxid, a.num_children, a.mzxid), (1, 3, 1, 2));
-    assert_eq!(h.tree.get_data("/a", &[]).unwrap().0, "hello");
+    assert_eq!(h.tree.get_data("/a", &[]).unwrap().0.unwrap(), "hello");
+}
+
+/// ZooKeeper keeps a null buffer null (`DataNode.data == null`) and
+/// counts it as length 0; Kafka reads a null `/latest_producer_id_block`
+/// as "no block yet" and cannot parse an empty one.
+#[test]
+fn null_data_stays_apart_from_empty() {
+    let mut h = Harness::new();
+    let null_create = |path: &str| TxnOp::Create {
+        path: path.into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+        ttl_ms: -1,
+    };
+    let null_set = |path: &str| TxnOp::SetData {
+        path: path.into(),
+        data: None,
+        version: -1,
+    };
+    h.apply(null_create("/n"));
+    h.mk("/e", "");
+    assert_eq!(h.tree.get_data("/n", &[]).unwrap().0, None);
+    assert_eq!(h.tree.get_data("/e", &[]).unwrap().0, Some(Bytes::new()));
+    assert_eq!((h.stat("/n").data_length, h.stat("/e").data_length), (0, 0));
+
+    h.apply(set_data("/n", "", -1));
+    assert_eq!(h.tree.get_data("/n", &[]).unwrap().0, Some(Bytes::new()));
+    h.apply(null_set("/n"));
+    assert_eq!(h.tree.get_data("/n", &[]).unwrap().0, None);
+    assert_eq!(h.stat("/n").version, 2);
+
+    h.apply(TxnOp::Multi(vec![null_create("/m"), null_set("/e")]));
+    assert_eq!(h.tree.get_data("/m", &[]).unwrap().0, None);
+    assert_eq!(h.tree.get_data("/e", &[]).unwrap().0, None);
+
+    let mut snapshot = Vec::new();
+    h.tree.write_snapshot(&mut snapshot).unwrap();
+    let loaded = DataTree::read_snapshot(&mut std::io::Cursor::new(snapshot)).unwrap();
+    assert_eq!(loaded.get_data("/n", &[]).unwrap().0, None);
+    assert_eq!(loaded.get_data("/", &[]).unwrap().0, Some(Bytes::new()));
+    assert_eq!(loaded, h.tree);
 }
 
 #[test]
@@ -346,7 +389,7 @@ fn digest_and_auth_scheme_acls() {
     );
     // Nobody else may read; the hash is hidden from those without ADMIN.
     assert_eq!(h.tree.get_data("/mine", &[]), Err(ErrorCode::NoAuth));
-    assert_eq!(h.tree.get_data("/mine", &me).unwrap().0, "s");
+    assert_eq!(h.tree.get_data("/mine", &me).unwrap().0.unwrap(), "s");
     assert_eq!(h.tree.get_acl("/mine", &[]), Err(ErrorCode::NoAuth));
     h.apply_full(
         SESSION,
@@ -717,8 +760,9 @@ fn quota_stats_follow_the_subtree() {
         panic!()
     };
     assert_eq!(stat.data_length, 15, "the reply predates the recount");
-    let read =
-        |h: &Harness| String::from_utf8(h.tree.get_data(stats, &[]).unwrap().0.to_vec()).unwrap();
+    let read = |h: &Harness| {
+        String::from_utf8(h.tree.get_data(stats, &[]).unwrap().0.unwrap().to_vec()).unwrap()
+    };
     assert_eq!(read(&h), "count=2,bytes=5");
     let before = h.stat(stats);
     h.mk("/app/b", "67");
@@ -780,9 +824,9 @@ fn versions_are_cheap_and_independent() {
     let snapshot = h.tree.clone();
     h.apply(set_data("/a", "new", -1));
     h.mk("/b", "");
-    assert_eq!(snapshot.get_data("/a", &[]).unwrap().0, "old");
+    assert_eq!(snapshot.get_data("/a", &[]).unwrap().0.unwrap(), "old");
     assert!(snapshot.exists("/b").is_none());
-    assert_eq!(h.tree.get_data("/a", &[]).unwrap().0, "new");
+    assert_eq!(h.tree.get_data("/a", &[]).unwrap().0.unwrap(), "new");
     fn send_sync<T: Send + Sync + 'static>(_: &T) {}
     send_sync(&h.tree);
 }

@@ -92,7 +92,9 @@ pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
         .collect()
 }
 
-type Copy = Vec<(String, Option<(Vec<u8>, i32, i64, i64)>)>;
+/// Each key's data (`None` inside when null), version, czxid and mzxid, or
+/// `None` when the key does not exist.
+type Copy = Vec<(String, Option<(Option<Vec<u8>>, i32, i64, i64)>)>;
 
 async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
     let zk = Client::connect(server, ConnectOptions::new()).await?;
@@ -101,7 +103,12 @@ async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
     for k in 0..keys {
         let path = key(k);
         let node = match zk.get_data(&path).await {
-            Ok((data, stat)) => Some((data.to_vec(), stat.version, stat.czxid, stat.mzxid)),
+            Ok((data, stat)) => Some((
+                data.map(|d| d.to_vec()),
+                stat.version,
+                stat.czxid,
+                stat.mzxid,
+            )),
             Err(Error::NoNode { .. }) => None,
             Err(error) => return Err(error).with_context(|| format!("reading {path}")),
         };

@@ -126,7 +126,7 @@ pub async fn perform(zk: &Client, op: &Op) -> Outcome {
                 sync.await?;
                 let (data, stat) = read.await?;
                 Ok(Ret::Data {
-                    value: decode(&data),
+                    value: decode(&data.unwrap_or_default()),
                     version: stat.version,
                 })
             }

@@ -91,7 +91,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
     let last = writer.last_acked.context("no write was acknowledged")?;
     zk.sync(KEY).await?;
     let (data, _) = zk.get_data(KEY).await?;
-    let stored: u64 = std::str::from_utf8(&data)?.parse()?;
+    let stored: u64 = std::str::from_utf8(&data.unwrap_or_default())?.parse()?;
     ensure!(
         stored >= last,
         "acknowledged write {last} was lost: the znode holds {stored}"

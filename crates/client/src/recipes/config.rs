@@ -39,7 +39,7 @@ impl ConfigValue {
     pub async fn get(&self) -> Result<Option<Bytes>, Error> {
         let client = &self.client;
         match retry(client, || client.get_data(&self.path)).await {
-            Ok((data, _)) => Ok(Some(data)),
+            Ok((data, _)) => Ok(Some(data.unwrap_or_default())),
             Err(Error::NoNode { .. }) => Ok(None),
             Err(e) => Err(e),
         }
@@ -127,7 +127,9 @@ impl ValueChanges {
         let client = &self.client;
         loop {
             match retry(client, || client.get_data_watched(&self.path)).await {
-                Ok((data, stat, watch)) => return Ok((Some((data, stat.mzxid)), watch)),
+                Ok((data, stat, watch)) => {
+                    return Ok((Some((data.unwrap_or_default(), stat.mzxid)), watch))
+                }
                 Err(Error::NoNode { .. }) => {}
                 Err(e) => return Err(e),
             }

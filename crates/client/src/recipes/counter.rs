@@ -44,7 +44,7 @@ impl Counter {
     pub async fn get(&self) -> Result<i64, Error> {
         let client = &self.client;
         match retry(client, || client.get_data(&self.path)).await {
-            Ok((data, _)) => parse_i64(&self.path, &data),
+            Ok((data, _)) => parse_i64(&self.path, &data.unwrap_or_default()),
             Err(Error::NoNode { .. }) => Ok(0),
             Err(e) => Err(e),
         }
@@ -65,7 +65,7 @@ impl Counter {
                 }
                 Err(e) => return Err(e),
             };
-            let value = parse_i64(&self.path, &data)?;
+            let value = parse_i64(&self.path, &data.unwrap_or_default())?;
             let next = value
                 .checked_add(delta)
                 .ok_or_else(|| Error::InvalidArgument {

@@ -114,7 +114,7 @@ impl LeaderElection {
                 Ok((data, stat)) => {
                     return Ok(Some(Leader {
                         path,
-                        data,
+                        data: data.unwrap_or_default(),
                         session_id: stat.ephemeral_owner,
                     }))
                 }
@@ -232,7 +232,7 @@ impl LeaderChanges {
                         Ok((data, stat, watch)) => {
                             let leader = Leader {
                                 path,
-                                data,
+                                data: data.unwrap_or_default(),
                                 session_id: stat.ephemeral_owner,
                             };
                             return Ok((Some(leader), watch));

@@ -70,7 +70,7 @@ impl GroupMembership {
         let client = &self.client;
         let path = child(&self.dir, member);
         match retry(client, || client.get_data(&path)).await {
-            Ok((data, _)) => Ok(Some(data)),
+            Ok((data, _)) => Ok(Some(data.unwrap_or_default())),
             Err(Error::NoNode { .. }) => Ok(None),
             Err(e) => Err(e),
         }

@@ -232,7 +232,7 @@ impl Core {
         let receipt = child(&self.dir, &format!("{TAKEN}{name}"));
         loop {
             let (data, stat) = match retry(client, || client.get_data(&path)).await {
-                Ok(read) => read,
+                Ok((data, stat)) => (data.unwrap_or_default(), stat),
                 Err(Error::NoNode { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             };

@@ -98,7 +98,7 @@ pub fn create(path: &str, data: &str, mode: CreateMode) -> TxnOp {
 pub fn create_acl(path: &str, data: &str, mode: CreateMode, acl: Vec<Acl>) -> TxnOp {
     TxnOp::Create {
         path: path.into(),
-        data: Bytes::copy_from_slice(data.as_bytes()),
+        data: Some(Bytes::copy_from_slice(data.as_bytes())),
         acl,
         mode,
         ttl_ms: -1,
@@ -108,7 +108,7 @@ pub fn create_acl(path: &str, data: &str, mode: CreateMode, acl: Vec<Acl>) -> Tx
 pub fn create_ttl(path: &str, mode: CreateMode, ttl_ms: i64) -> TxnOp {
     TxnOp::Create {
         path: path.into(),
-        data: Bytes::new(),
+        data: Some(Bytes::new()),
         acl: Acl::open_unsafe(),
         mode,
         ttl_ms,
@@ -125,7 +125,7 @@ pub fn delete(path: &str, version: i32) -> TxnOp {
 pub fn set_data(path: &str, data: &str, version: i32) -> TxnOp {
     TxnOp::SetData {
         path: path.into(),
-        data: Bytes::copy_from_slice(data.as_bytes()),
+        data: Some(Bytes::copy_from_slice(data.as_bytes())),
         version,
     }
 }

@@ -1,0 +1,233 @@
+"""Where real clients trip when a server is not exactly ZooKeeper.
+
+- Null data: ZooKeeper keeps a znode created or set with null data (Java
+  `null`, kazoo `None`, a jute buffer of length -1) as null, answers it as
+  null and counts it as length 0. Kafka's controller creates
+  `/latest_producer_id_block` with null data and reads null as "no block
+  yet"; an empty buffer instead broke every idempotent producer.
+- Checks no stricter than ZooKeeper's (PrepRequestProcessor and the auth
+  providers): the container flag on a plain create (go-zookeeper sends it),
+  digest credentials without a colon, `addauth ip`, a multi op refused
+  before proposing.
+
+Every test here runs against Apache ZooKeeper too.
+"""
+
+import base64
+import hashlib
+import subprocess
+import time
+
+import pytest
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_acl
+
+from zkharness import ZK_CLI
+from zkwire import CreateMode, Err, Op, Writer, create_body, multi_body, parse_multi
+
+ZKCLI_TIMEOUT = 120
+
+
+def wait_until(pred, timeout=10.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
+def digest_of(credentials: str) -> str:
+    """DigestAuthenticationProvider.generateDigest: the user is what comes
+    before the first colon (all of it when there is none)."""
+    user = credentials.split(":", 1)[0]
+    h = hashlib.sha1(credentials.encode()).digest()
+    return f"{user}:{base64.b64encode(h).decode()}"
+
+
+# ---------------------------------------------------------------- null data
+
+def test_kazoo_null_data_reads_back_as_none(zk, root):
+    zk.create(f"{root}/n", None)
+    zk.create(f"{root}/e", b"")
+    data, stat = zk.get(f"{root}/n")
+    assert data is None
+    assert stat.dataLength == 0
+    assert zk.get(f"{root}/e")[0] == b""
+
+    zk.set(f"{root}/e", None)
+    zk.set(f"{root}/n", b"")
+    assert zk.get(f"{root}/e")[0] is None
+    assert zk.get(f"{root}/n")[0] == b""
+    assert zk.get(f"{root}/e")[1].version == 1
+
+
+def test_null_data_in_a_multi(server, raw_factory, zk, root):
+    """A multi's create and setData keep null too (kazoo's transaction
+    insists on bytes, the Java client's Op.create does not)."""
+    zk.create(f"{root}/s", b"x")
+    c = raw_factory(server)
+    ops = [(Op.create, create_body(f"{root}/t", None)),
+           (Op.setData, Writer().string(f"{root}/s").buffer(None).int(-1).bytes())]
+    rep = c.request(Op.multi, multi_body(ops))
+    assert rep.err == 0
+    results = parse_multi(rep.reader())
+    assert results[0] == ("create", f"{root}/t")
+    assert results[1][1].dataLength == 0
+    assert zk.get(f"{root}/t")[0] is None
+    assert zk.get(f"{root}/s")[0] is None
+
+
+def test_null_data_on_the_wire(server, raw_factory, root):
+    """getData answers length -1 for null and 0 for empty; multiRead too."""
+    c = raw_factory(server)
+    assert c.create(f"{root}/n", None)[0] == 0
+    assert c.create(f"{root}/e", b"")[0] == 0
+    err, data, stat = c.get_data(f"{root}/n")
+    assert (err, data, stat.dataLength) == (0, None, 0)
+    err, data, _ = c.get_data(f"{root}/e")
+    assert (err, data) == (0, b"")
+
+    reads = [(Op.getData, Writer().string(p).bool(False).bytes())
+             for p in (f"{root}/n", f"{root}/e")]
+    rep = c.request(Op.multiRead, multi_body(reads))
+    assert rep.err == 0
+    results = parse_multi(rep.reader())
+    assert [(r[0], r[1]) for r in results] == [("getData", None), ("getData", b"")]
+
+
+def test_kafka_producer_id_block_reads_null_until_written(zk, root):
+    """Kafka's ZkProducerIdManager: create with null data, read null as "no
+    block yet", then write the first block with a version check."""
+    path = f"{root}/latest_producer_id_block"
+    zk.create(path, None)
+    data, stat = zk.get(path)
+    assert data is None, "Kafka would try to parse an empty block and fail"
+    zk.set(path, b'{"version":1,"broker":0,"block_start":"0","block_end":"999"}',
+           version=stat.version)
+    assert zk.get(path)[0].startswith(b'{"version":1')
+
+
+def zkcli(server, script):
+    p = subprocess.run([ZK_CLI, "-server", server.hosts], input=script,
+                       capture_output=True, text=True, timeout=ZKCLI_TIMEOUT)
+    return p.stdout
+
+
+@pytest.mark.skipif(not __import__("os").path.exists(ZK_CLI),
+                    reason="zkCli.sh not installed (apt-get install zookeeper)")
+def test_zkcli_create_without_data_is_null(server, zk, root):
+    """zkCli's `create PATH` sends null data, and its `get` prints null."""
+    out = zkcli(server, f"create {root}/cli\nget {root}/cli\nquit\n")
+    assert zk.get(f"{root}/cli")[0] is None
+    lines = [line.strip() for line in out.splitlines()]
+    assert "null" in lines, out
+
+
+# ---------------------------------------------------------------- create flags
+
+def test_plain_create_with_the_container_flag_makes_a_persistent_node(
+        server, raw_factory, zk, root):
+    """pRequest2TxnCreate logs a CreateTxn for opcodes create and create2,
+    which carries only "ephemeral": the node is persistent, so it is not
+    reaped when its last child goes, as a container would be."""
+    c = raw_factory(server)
+    for op in (Op.create, Op.create2):
+        path = f"{root}/flag4-{op}"
+        rep = c.request(op, create_body(path, b"", flags=CreateMode.CONTAINER))
+        assert rep.err == 0
+        assert rep.reader().string() == path
+        zk.create(f"{path}/child", b"")
+        zk.delete(f"{path}/child")
+    # The container made the proper way is reaped; the others stay.
+    cont = f"{root}/real-container"
+    assert c.create(cont, mode=CreateMode.CONTAINER)[0] == 0
+    zk.create(f"{cont}/child", b"")
+    zk.delete(f"{cont}/child")
+    assert wait_until(lambda: zk.exists(cont) is None, timeout=15)
+    for op in (Op.create, Op.create2):
+        stat = zk.exists(f"{root}/flag4-{op}")
+        assert stat is not None and stat.ephemeralOwner == 0
+
+
+def test_create_container_opcode_with_persistent_flags_makes_a_container(
+        server, raw_factory, zk, root):
+    c = raw_factory(server)
+    cont = f"{root}/c0"
+    rep = c.request(Op.createContainer, create_body(cont, b"", flags=CreateMode.PERSISTENT))
+    assert rep.err == 0
+    zk.create(f"{cont}/child", b"")
+    zk.delete(f"{cont}/child")
+    assert wait_until(lambda: zk.exists(cont) is None, timeout=15), \
+        "createContainer made something other than a container"
+
+
+def test_ttl_flags_on_a_plain_create_are_bad_arguments(server, raw_factory, root):
+    c = raw_factory(server)
+    rep = c.request(Op.create2, create_body(f"{root}/t", b"",
+                                            flags=CreateMode.PERSISTENT_WITH_TTL))
+    assert rep.err == Err.BADARGUMENTS
+
+
+# ---------------------------------------------------------------- auth
+
+def test_digest_credentials_without_a_colon_are_accepted(server, kazoo_factory, root):
+    """DigestAuthenticationProvider hashes whatever it is given; the user is
+    the whole string when there is no colon."""
+    zk = kazoo_factory(server, auth_data=[("digest", "blah")])
+    assert zk.connected
+    path = f"{root}/blah-only"
+    zk.create(path, b"mine", acl=[make_acl("digest", digest_of("blah"), all=True)])
+    assert zk.get(path)[0] == b"mine"
+    other = kazoo_factory(server)
+    with pytest.raises(NoAuthError):
+        other.get(path)
+
+
+def test_empty_digest_credentials_and_addauth_ip(server, raw_factory, root):
+    c = raw_factory(server)
+    assert c.add_auth("digest", b"") == 0
+    assert c.add_auth("ip", b"anything at all") == 0
+    assert not c.wait_closed(0.5)
+    assert c.create(f"{root}/still-open")[0] == 0
+    err, ids = c.who_am_i()
+    assert err == 0
+    assert ("digest", "") in ids, ids
+    assert ("ip", "127.0.0.1") in ids
+
+
+def test_null_digest_credentials_fail(server, raw_factory):
+    c = raw_factory(server)
+    body = Writer().int(0).string("digest").buffer(None).bytes()
+    assert c.request(Op.auth, body, xid=-4).err == Err.AUTHFAILED
+
+
+# ---------------------------------------------------------------- multi
+
+@pytest.fixture
+def no_ttl_server(server_factory):
+    return server_factory({"extendedTypesEnabled": "false"})
+
+
+def test_a_refused_multi_op_fails_the_multi_not_the_request(no_ttl_server, kazoo_factory):
+    """An op refused before proposing is an ErrorTxn in its place: the
+    multi answers per-op results (OK before, the error, then
+    RuntimeInconsistency) with header err 0."""
+    zk = kazoo_factory(no_ttl_server)
+    c_ops = [
+        (Op.create, create_body("/before", b"")),
+        (Op.createTTL, create_body("/ttl", b"", flags=CreateMode.PERSISTENT_WITH_TTL,
+                                   ttl=1000)),
+        (Op.create, create_body("/after", b"")),
+    ]
+    from zkwire import RawClient
+    c = RawClient(no_ttl_server.host, no_ttl_server.port)
+    try:
+        rep = c.request(Op.multi, multi_body(c_ops))
+        assert rep.err == 0
+        results = parse_multi(rep.reader())
+        assert results == [("error", 0), ("error", Err.UNIMPLEMENTED),
+                           ("error", Err.RUNTIMEINCONSISTENCY)]
+    finally:
+        c.close()
+    assert zk.exists("/before") is None
