@@ -231,3 +231,18 @@ def test_a_refused_multi_op_fails_the_multi_not_the_request(no_ttl_server, kazoo
     finally:
         c.close()
     assert zk.exists("/before") is None
+
+
+# ---------------------------------------------------------------- strings
+
+def test_a_path_that_is_not_utf8_is_a_bad_path_not_a_bad_packet(server, raw_factory, root):
+    """ZooKeeper decodes strings as Java does, replacing invalid UTF-8
+    with U+FFFD, which path validation then refuses (BadArguments) and no
+    node is named by (NoNode); the connection stays up."""
+    c = raw_factory(server)
+    path = f"{root}/bad-".encode() + b"\xff"
+    body = (Writer().buffer(path).buffer(b"").int(1).int(31).string("world")
+            .string("anyone").int(0).bytes())
+    assert c.request(Op.create2, body).err == Err.BADARGUMENTS
+    assert c.request(Op.getData, Writer().buffer(path).bool(False).bytes()).err == Err.NONODE
+    assert c.create(f"{root}/fine")[0] == 0

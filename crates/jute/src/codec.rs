@@ -17,8 +17,6 @@ pub enum DecodeError {
     NegativeLength(i32),
     #[error("length {length} exceeds the {remaining} bytes left in the frame")]
     LengthBeyondFrame { length: usize, remaining: usize },
-    #[error("string is not valid UTF-8")]
-    InvalidUtf8,
     #[error("null where a value is required: {0}")]
     UnexpectedNull(&'static str),
     #[error("invalid value {value} for {field}")]
@@ -103,14 +101,14 @@ impl Reader {
         Ok(self.read_buffer()?.unwrap_or_default())
     }
 
-    /// A string; `None` when the peer sent null.
+    /// A string; `None` when the peer sent null. Invalid UTF-8 is
+    /// replaced with U+FFFD, as Java's `new String(bytes, UTF_8)` in
+    /// ZooKeeper's `BinaryInputArchive` does: such a path then fails path
+    /// validation (BadArguments) or names no node, as it does there.
     pub fn read_opt_string(&mut self) -> Result<Option<String>, DecodeError> {
-        match self.read_buffer()? {
-            None => Ok(None),
-            Some(bytes) => String::from_utf8(bytes.to_vec())
-                .map(Some)
-                .map_err(|_| DecodeError::InvalidUtf8),
-        }
+        Ok(self
+            .read_buffer()?
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// A string where null reads as empty: clients such as kazoo send an
@@ -290,12 +288,12 @@ mod tests {
     }
 
     #[test]
-    fn invalid_utf8_is_an_error() {
+    fn invalid_utf8_is_replaced() {
         let mut buf = BytesMut::new();
-        buf.write_buffer(&[0xff, 0xfe]);
+        buf.write_buffer(b"/a\xff");
         assert_eq!(
             Reader::new(buf.freeze()).read_string(),
-            Err(DecodeError::InvalidUtf8)
+            Ok("/a\u{fffd}".to_owned())
         );
     }
 }
