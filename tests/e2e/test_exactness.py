@@ -16,25 +16,15 @@ Every test here runs against Apache ZooKeeper too.
 import base64
 import hashlib
 import subprocess
-import time
 
 import pytest
 from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
-from zkharness import ZK_CLI
+from zkharness import ZK_CLI, wait_until
 from zkwire import CreateMode, Err, Op, Writer, create_body, multi_body, parse_multi
 
 ZKCLI_TIMEOUT = 120
-
-
-def wait_until(pred, timeout=10.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def digest_of(credentials: str) -> str:

@@ -5,16 +5,8 @@ import time
 
 import pytest
 
+from zkharness import wait_until
 from zkwire import CreateMode, Err, Op
-
-
-def wait_until(pred, timeout=10.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 # ---------------------------------------------------------------- sequential

@@ -6,19 +6,11 @@ import time
 import pytest
 from kazoo.protocol.states import EventType, KazooState
 
+from zkharness import wait_until
 from zkwire import CreateMode, RawClient
 
 # A server with short ticks so that expiry tests are quick.
 FAST = {"tickTime": "200", "minSessionTimeout": "1000", "maxSessionTimeout": "20000"}
-
-
-def wait_until(pred, timeout=10.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(interval)
-    return pred()
 
 
 def test_default_timeout_bounds_are_2_and_20_ticks(server_factory, raw_factory):

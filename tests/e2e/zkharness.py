@@ -44,6 +44,17 @@ JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
                      "znode.container.maxNeverUsedIntervalMs")
 
 
+def wait_until(pred, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    """Polls `pred` until it holds or `timeout` seconds pass; its last
+    answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(interval)
+    return pred()
+
+
 def paddock_bin() -> Path:
     return Path(os.environ.get("PADDOCK_BIN", REPO / "target" / "debug" / "paddock"))
 
