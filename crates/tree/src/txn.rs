@@ -12,10 +12,12 @@ use bytes::{Bytes, BytesMut};
 use jute::{Acl, CreateMode, DecodeError, ErrorCode, Id, Reader, Record, WriteExt};
 
 /// Version of the encoding below; bump it with any change. Format 2 added
-/// null data (length -1), which format 1 never holds, so both are read;
-/// a server that reads only format 1 refuses a format 2 entry rather than
-/// misreading null as empty.
+/// null data (length -1), which format 1 never holds. An entry with null
+/// data is written as format 2, any other as format 1: a server that reads
+/// only format 1 (the release before) still follows a rolling upgrade, and
+/// refuses an entry with null data rather than misread null as empty.
 const TXN_FORMAT: i32 = 2;
+const TXN_FORMAT_WITHOUT_NULL_DATA: i32 = 1;
 const TXN_FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=TXN_FORMAT;
 
 /// Op tags, reusing ZooKeeper's opcodes (`ZooDefs.OpCode`).
@@ -107,9 +109,23 @@ pub enum TxnOp {
     },
 }
 
+impl TxnOp {
+    fn has_null_data(&self) -> bool {
+        match self {
+            TxnOp::Create { data, .. } | TxnOp::SetData { data, .. } => data.is_none(),
+            TxnOp::Multi(ops) => ops.iter().any(TxnOp::has_null_data),
+            _ => false,
+        }
+    }
+}
+
 impl Txn {
     pub fn encode(&self, buf: &mut BytesMut) {
-        buf.write_i32(TXN_FORMAT);
+        buf.write_i32(if self.op.has_null_data() {
+            TXN_FORMAT
+        } else {
+            TXN_FORMAT_WITHOUT_NULL_DATA
+        });
         buf.write_i64(self.time_ms);
         buf.write_i64(self.session_id);
         buf.write_i32(jute::jute_len(self.auth.len()));
@@ -396,6 +412,27 @@ mod tests {
         fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
             let _ = Txn::decode(Bytes::from(bytes));
         }
+    }
+
+    #[test]
+    fn only_entries_with_null_data_are_format_2() {
+        let set = |data| Txn {
+            time_ms: 1,
+            session_id: 2,
+            auth: vec![],
+            op: TxnOp::Multi(vec![TxnOp::SetData {
+                path: "/a".into(),
+                data,
+                version: -1,
+            }]),
+        };
+        let format = |txn: &Txn| {
+            let mut buf = BytesMut::new();
+            txn.encode(&mut buf);
+            i32::from_be_bytes(buf[..4].try_into().unwrap())
+        };
+        assert_eq!(format(&set(None)), 2);
+        assert_eq!(format(&set(Some(Bytes::new()))), 1);
     }
 
     #[test]
