@@ -63,8 +63,8 @@ async fn reads_and_writes() {
         assert_eq!(sh.ok("create /t/b 'two words'").await, "");
         assert_eq!(sh.ok("get /t/b").await, "two words\n");
         sh.ok("create /t/a").await;
-        // No data is empty data.
-        assert_eq!(sh.ok("get /t/a").await, "\n");
+        // No data is null data, which zkCli prints as null.
+        assert_eq!(sh.ok("get /t/a").await, "null\n");
         assert_eq!(sh.ok("ls /t").await, "[a, b]\n");
         assert_eq!(sh.ok("ls /t/a").await, "[]\n");
 
@@ -391,7 +391,7 @@ async fn session_history_and_errors() {
         assert_eq!(
             (old.out.as_str(), old.err.as_str()),
             (
-                "\n",
+                "null\n",
                 "'get path [watch]' has been deprecated. Please use 'get [-s] [-w] path' instead.\n"
             )
         );
