@@ -189,6 +189,7 @@ def make_ensemble(workdir: Path) -> Ensemble:
 LOG4J = """\
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.Target=System.err
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka.request.logger=WARN
@@ -349,6 +350,11 @@ class Broker:
                 last.pop(key, None)
                 last[key] = line
         return [f"{line}  (x{counts[key]})" for key, line in list(last.items())[-limit:]]
+
+    def log_lines(self, pattern: str, limit: int = 15) -> List[str]:
+        """The last `limit` log lines matching the regex `pattern`."""
+        rx = re.compile(pattern)
+        return [line for line in self._lines() if rx.search(line)][-limit:]
 
 
 _TIMESTAMP = re.compile(r"^\[[0-9-]+ [0-9:,]+\] ")

@@ -228,7 +228,8 @@ def test_2_produce_consume_100k(kafka):
     # offsets topic.
     data, _ = kafka.znode("/latest_producer_id_block")
     block = json.loads(data)
-    assert block["broker"] in (1, 2) and block["block_end"] > block["block_start"] >= 0, block
+    assert int(block["broker"]) in (1, 2) and \
+        int(block["block_end"]) > int(block["block_start"]) >= 0, block
     data, _ = kafka.znode("/brokers/topics/__consumer_offsets")
     assert all(sorted(r) == [1, 2] for r in json.loads(data)["partitions"].values()), data
 
