@@ -125,6 +125,9 @@ def ensure_tool() -> Path:
         raise RuntimeError(f"javac KafkaTool.java failed:\n{p.stdout}{p.stderr}")
     shutil.rmtree(classes, ignore_errors=True)
     tmp.rename(classes)
+    for old in CACHE.glob(f"tool-{KAFKA_VERSION}-*"):   # earlier versions of the source
+        if old != classes:
+            shutil.rmtree(old, ignore_errors=True)
     return classes
 
 
