@@ -32,7 +32,7 @@ from typing import Dict, Iterable, List, Optional
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from zkharness import HOST, free_port, paddock_bin  # noqa: E402
+from zkharness import HOST, free_port, kill_group, paddock_bin  # noqa: E402
 from zkwire import four_letter  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
@@ -161,12 +161,7 @@ class Member:
         """SIGKILL: no chance to flush or say goodbye."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(10)
+        kill_group(self.proc)
         self.proc = None
         self.stopped = False
         self._note("SIGKILL")

@@ -37,7 +37,8 @@ def test_go_client_container_flag_and_digest_without_colon(server, zkgo, zk, roo
     assert p.returncode == 0, f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     assert "ok create with FlagContainer" in p.stdout
     assert "ok AddAuth digest without a colon" in p.stdout
-    # The plain create with the container flag made a persistent node:
-    # it holds its data and outlives the reaper with no children.
+    # The create went through and left a node that reads like a persistent
+    # one; that it is not a container (reaped once its last child goes) is
+    # checked on the wire in test_exactness.py.
     stat = zk.exists(f"{root}/flag-container")
     assert stat is not None and stat.ephemeralOwner == 0

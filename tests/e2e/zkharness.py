@@ -44,6 +44,18 @@ JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
                      "znode.container.maxNeverUsedIntervalMs")
 
 
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL a process started with start_new_session (its whole process
+    group) if it still runs, and reap it."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(10)
+
+
 def wait_until(pred, timeout: float = 10.0, interval: float = 0.05) -> bool:
     """Polls `pred` until it holds or `timeout` seconds pass; its last
     answer."""
@@ -223,24 +235,15 @@ class Server:
             try:
                 self.proc.wait(grace)
             except subprocess.TimeoutExpired:
-                self._killpg()
+                kill_group(self.proc)
         self.proc = None
 
     def kill(self) -> None:
         """SIGKILL: no chance to flush or say goodbye."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self._killpg()
+        kill_group(self.proc)
         self.proc = None
-
-    def _killpg(self) -> None:
-        # the server runs in its own process group (start_new_session)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(10)
 
     def restart(self, kill: bool = False) -> "Server":
         """Stop (or SIGKILL) and start again on the same port and data dir."""

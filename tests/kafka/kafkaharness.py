@@ -33,7 +33,7 @@ from typing import Callable, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from zkharness import HOST, KIND, Server, free_port, zookeeper_classpath  # noqa: E402
+from zkharness import HOST, KIND, Server, free_port, kill_group, zookeeper_classpath  # noqa: E402
 from ensemble import Ensemble, EnsembleError, Member  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
@@ -308,12 +308,7 @@ class Broker:
         """SIGKILL: the ZooKeeper session is left to expire."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(10)
+        kill_group(self.proc)
         self.proc = None
 
     def _lines(self) -> List[str]:
