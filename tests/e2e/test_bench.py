@@ -4,6 +4,7 @@ writes its results as JSON. Tiny sizes: this checks the tool, not the
 numbers (bench/compare measures; CI runs it in --quick form)."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -21,6 +22,8 @@ TINY = {
                  "--seconds", "0.5"],
     "statesize": ["--megabytes", "2", "--value-size", "1000",
                   "--step-megabytes", "1"],
+    "rebalance": ["--clients", "20", "--storage-nodes", "2", "--partitions", "8",
+                  "--step-interval-ms", "20", "--warmup", "0.5"],
 }
 
 
@@ -54,6 +57,27 @@ def test_mix_reports_one_row_per_read_ratio(server, tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["x"] for r in rows] == [0.0, 1.0]
     assert all(r["metrics"]["ops_per_sec"] > 0 for r in rows)
+
+
+def test_rebalance_finishes_the_plan_exactly_once_after_a_kill(server, tmp_path):
+    """The rebalancer is SIGKILLed after half the plan; the standby is
+    elected once its session expires and finishes. The run itself fails
+    unless every move happened exactly once."""
+    out = tmp_path / "rebalance.json"
+    run = bench("rebalance", "--target", server.hosts, "--json", str(out),
+                *TINY["rebalance"])
+    assert run.returncode == 0, run.stderr
+    killed = re.search(r"killing rebalancer (\d) after move 2\n", run.stderr)
+    assert killed, run.stderr
+    standby = 1 - int(killed.group(1))
+    assert f"rebalancer {standby} finished the plan" in run.stderr
+    rows = {r["label"]: r["metrics"] for r in json.loads(out.read_text())["rows"]}
+    assert rows["rebalancer"]["moves"] == 4
+    # bounded below by the dead rebalancer's 4 s session timeout
+    assert rows["rebalancer"]["takeover_ms"] >= 3000
+    assert rows["map change to every client"]["count"] == 4
+    assert rows["routing"]["requests"] > 0
+    assert rows["routing"]["errors"] == 0
 
 
 def test_failover_needs_a_leader_to_kill(server):

@@ -12,7 +12,9 @@ use crate::deploy::{System, TargetArgs};
 use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
-use crate::workloads::{barrier, crud, failover, latency, mix, statesize, treesize, watch, Job};
+use crate::workloads::{
+    barrier, crud, failover, latency, mix, rebalance, statesize, treesize, watch, Job,
+};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct CompareArgs {
@@ -117,12 +119,22 @@ fn plan(quick: bool) -> Vec<Planned> {
         settle: q(1, 3) as f64,
         leader_pid: None,
     });
+    let rebalance = Job::Rebalance(rebalance::RebalanceArgs {
+        clients: q(200, 1000),
+        storage_nodes: 4,
+        partitions: q(32, 64),
+        rate: 5.0,
+        write_ratio: 0.2,
+        step_interval_ms: 200,
+        warmup: q(2, 3) as f64,
+        kill_after_moves: None,
+    });
     let planned = |servers, job| Planned {
         servers,
         job,
         snap_count: None,
     };
-    vec![
+    let mut runs = vec![
         planned(1, mix.clone()),
         planned(1, latency.clone()),
         planned(1, crud),
@@ -141,7 +153,13 @@ fn plan(quick: bool) -> Vec<Planned> {
         planned(3, barrier),
         planned(3, watch),
         planned(3, failover),
-    ]
+        planned(3, rebalance.clone()),
+    ];
+    if !quick {
+        // Standalone, after the other standalone runs.
+        runs.insert(7, planned(1, rebalance));
+    }
+    runs
 }
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
@@ -149,7 +167,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover");
+            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rebalance");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

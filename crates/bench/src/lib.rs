@@ -5,7 +5,7 @@
 //!
 //! Layout:
 //! - `workloads`: one module per experiment (mix, latency, crud, barrier,
-//!   watch, treesize, statesize, failover) and [`workloads::Job`], a
+//!   watch, treesize, statesize, failover, rebalance) and [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
 //!   this tool starts (through the `launch` crate) and can kill and weigh.
@@ -29,7 +29,9 @@ use anyhow::Context as _;
 use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
-use workloads::{barrier, crud, failover, latency, mix, statesize, treesize, watch, Job};
+use workloads::{
+    barrier, crud, failover, latency, mix, rebalance, statesize, treesize, watch, Job,
+};
 
 #[derive(clap::Args)]
 pub struct BenchArgs {
@@ -105,6 +107,17 @@ enum BenchCommand {
         #[command(flatten)]
         args: failover::FailoverArgs,
     },
+    /// A Voldemort-style store's metadata: clients routing by a watched
+    /// partition map while an elected rebalancer moves partitions.
+    Rebalance {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: rebalance::RebalanceArgs,
+    },
+    /// One rebalancer of the `rebalance` workload, which starts it.
+    #[command(hide = true)]
+    Rebalancer(rebalance::RebalancerArgs),
     /// Every workload against Apache ZooKeeper and Paddock, standalone and
     /// as 3-server ensembles, on this machine; writes REPORT.md.
     Compare(compare::CompareArgs),
@@ -113,6 +126,7 @@ enum BenchCommand {
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (common, job) = match args.command {
         BenchCommand::Compare(args) => return compare::run(args),
+        BenchCommand::Rebalancer(args) => return rebalance::rebalancer_main(args),
         BenchCommand::Mix { common, args } => (common, Job::Mix(args)),
         BenchCommand::Latency { common, args } => (common, Job::Latency(args)),
         BenchCommand::Crud { common, args } => (common, Job::Crud(args)),
@@ -121,6 +135,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Treesize { common, args } => (common, Job::TreeSize(args)),
         BenchCommand::Statesize { common, args } => (common, Job::StateSize(args)),
         BenchCommand::Failover { common, args } => (common, Job::Failover(args)),
+        BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),
     };
     let measurement = measure_one(&job, &common.target)?;
     print!("{}", measurement.table());

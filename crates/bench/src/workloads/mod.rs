@@ -6,6 +6,7 @@ pub mod crud;
 pub mod failover;
 pub mod latency;
 pub mod mix;
+pub mod rebalance;
 pub mod statesize;
 pub mod treesize;
 pub mod watch;
@@ -24,6 +25,7 @@ pub enum Job {
     TreeSize(treesize::TreeSizeArgs),
     StateSize(statesize::StateSizeArgs),
     Failover(failover::FailoverArgs),
+    Rebalance(rebalance::RebalanceArgs),
 }
 
 impl Job {
@@ -37,6 +39,7 @@ impl Job {
             Job::TreeSize(_) => "treesize",
             Job::StateSize(_) => "statesize",
             Job::Failover(_) => "failover",
+            Job::Rebalance(_) => "rebalance",
         }
     }
 
@@ -51,6 +54,7 @@ impl Job {
             Job::TreeSize(a) => a.flags(),
             Job::StateSize(a) => a.flags(),
             Job::Failover(a) => a.flags(),
+            Job::Rebalance(a) => a.flags(),
         }
     }
 
@@ -64,6 +68,7 @@ impl Job {
             Job::TreeSize(a) => treesize::run(a, deployment).await,
             Job::StateSize(a) => statesize::run(a, deployment).await,
             Job::Failover(a) => failover::run(a, deployment).await,
+            Job::Rebalance(a) => rebalance::run(a, deployment).await,
         }
     }
 }
