@@ -4,6 +4,7 @@ writes its results as JSON. Tiny sizes: this checks the tool, not the
 numbers (bench/compare measures; CI runs it in --quick form)."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -57,6 +58,22 @@ def test_mix_reports_one_row_per_read_ratio(server, tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [r["x"] for r in rows] == [0.0, 1.0]
     assert all(r["metrics"]["ops_per_sec"] > 0 for r in rows)
+    # without the server's PID its CPU is unknown, and not guessed
+    assert all("cpu_us_per_op" not in r["metrics"] for r in rows)
+
+
+def test_cpu_per_request_is_the_servers_own(server, tmp_path):
+    """Given the server's PID, every row of a load reports the server's
+    CPU time per request, read from /proc/PID/stat."""
+    out = tmp_path / "mix.json"
+    run = bench("mix", "--target", server.hosts, "--pid", str(server.proc.pid),
+                "--json", str(out), *TINY["mix"])
+    assert run.returncode == 0, run.stderr
+    rows = json.loads(out.read_text())["rows"]
+    for row in rows:
+        cpu = row["metrics"]["cpu_us_per_op"]
+        # more than nothing, and no more than every core of the machine
+        assert 0 < cpu < os.cpu_count() * 1e6 / row["metrics"]["ops_per_sec"], row
 
 
 def test_rebalance_finishes_the_plan_exactly_once_after_a_kill(server, tmp_path):

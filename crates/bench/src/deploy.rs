@@ -46,8 +46,8 @@ pub struct TargetArgs {
     /// snapCount of started servers: transactions between snapshots.
     #[arg(long, default_value_t = 100_000)]
     pub snap_count: u64,
-    /// The PID of the target's server, when not started here: memory
-    /// figures need it.
+    /// The PID of the target's server, when not started here: memory and
+    /// CPU figures need it.
     #[arg(long)]
     pub pid: Option<u32>,
 }
@@ -184,6 +184,18 @@ impl Deployment {
         cluster.servers()[leader].rss_bytes()
     }
 
+    /// A clock of the CPU time the servers spend (all of them, for an
+    /// ensemble): what the server itself costs, apart from the load
+    /// generator on the same cores.
+    pub fn cpu_clock(&mut self) -> CpuClock {
+        let pids = match (self.pid, self.cluster()) {
+            (Some(pid), _) => vec![pid],
+            (None, Some(cluster)) => cluster.servers().iter().filter_map(|s| s.pid()).collect(),
+            (None, None) => Vec::new(),
+        };
+        CpuClock { pids }
+    }
+
     /// Kills and restarts every server of a started deployment; returns
     /// how long until every one served again (recovery: reading its
     /// snapshot and log, rejoining).
@@ -203,5 +215,41 @@ impl Deployment {
             cluster.server(i).wait_serving(Duration::from_secs(600))?;
         }
         Ok(began.elapsed())
+    }
+}
+
+/// The CPU time (user + system) of the servers' processes, read from
+/// /proc. Unknown without their PIDs (a `--target` without `--pid`), or
+/// once one of them is gone.
+#[derive(Clone, Debug, Default)]
+pub struct CpuClock {
+    pids: Vec<u32>,
+}
+
+impl CpuClock {
+    pub fn now(&self) -> Option<Duration> {
+        if self.pids.is_empty() {
+            return None;
+        }
+        self.pids.iter().map(|&pid| launch::cpu_time(pid)).sum()
+    }
+
+    /// Starts measuring: [`CpuSpan::spent`] is the CPU time since.
+    pub fn start(&self) -> CpuSpan {
+        CpuSpan {
+            clock: self.clone(),
+            began: self.now(),
+        }
+    }
+}
+
+pub struct CpuSpan {
+    clock: CpuClock,
+    began: Option<Duration>,
+}
+
+impl CpuSpan {
+    pub fn spent(&self) -> Option<Duration> {
+        Some(self.clock.now()?.saturating_sub(self.began?))
     }
 }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use client::{Client, ConnectOptions, CreateMode, Error};
 use rand::Rng as _;
 
+use crate::deploy::CpuClock;
 use crate::measure::Latencies;
 
 /// Handshakes in flight at once while opening sessions: a thousand at
@@ -170,6 +171,8 @@ pub struct Driven {
     pub latencies: Latencies,
     pub elapsed: Duration,
     pub errors: u64,
+    /// The servers' CPU time over the measured stretch.
+    pub cpu: Option<Duration>,
 }
 
 /// Reads (getData) with probability `read_ratio`, else writes (setData of
@@ -180,10 +183,20 @@ pub async fn drive(
     read_ratio: f64,
     keys: Arc<Vec<String>>,
     value: Bytes,
+    cpu: &CpuClock,
 ) -> Driven {
     let began = Instant::now();
     let measure_from = began + drive.warmup;
     let end = measure_from + drive.duration;
+    let cpu_sampler = {
+        let cpu = cpu.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(measure_from.into()).await;
+            let span = cpu.start();
+            tokio::time::sleep_until(end.into()).await;
+            span.spent()
+        })
+    };
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for client in clients {
@@ -229,6 +242,7 @@ pub async fn drive(
         latencies,
         elapsed: drive.duration,
         errors: errors.load(Ordering::Relaxed),
+        cpu: cpu_sampler.await.ok().flatten(),
     }
 }
 

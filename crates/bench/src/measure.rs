@@ -116,6 +116,16 @@ impl Row {
         self.metric("ops_per_sec", per_sec).latencies(latencies)
     }
 
+    /// The servers' CPU time per operation, in microseconds, when known.
+    pub fn cpu_per_op(self, spent: Option<Duration>, ops: u64) -> Row {
+        match spent {
+            Some(spent) if ops > 0 => {
+                self.metric("cpu_us_per_op", spent.as_secs_f64() * 1e6 / ops as f64)
+            }
+            _ => self,
+        }
+    }
+
     pub fn latencies(mut self, latencies: &Latencies) -> Row {
         for (name, value) in latencies.metrics() {
             self.metrics.insert(name.to_string(), value);

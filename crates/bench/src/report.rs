@@ -47,7 +47,10 @@ pub fn write(
          - Apache ZooKeeper: `java -Xmx<heap> org.apache.zookeeper.server.quorum.QuorumPeerMain`, \
          heap as in each command's `--zk-heap-mb`.\n\
          - The load comes from `paddock bench` (Paddock's Rust client, one process) on the \
-         same cores as the servers.\n\
+         same cores as the servers. So that the servers' own cost shows apart from the load \
+         generator's, `cpu_us_per_op` is the servers' CPU time (utime + stime of every server \
+         process, from /proc/PID/stat) over a measured stretch, divided by the requests \
+         answered in it.\n\
          - \"Paddock vs ZooKeeper\" is how many times better Paddock did: higher throughput, \
          or lower latency, memory and time. Below 1 means worse.\n"
     );
@@ -159,6 +162,27 @@ impl Results<'_> {
                     met: advantage(zk, paddock, higher_better).map(|a| a >= factor),
                 });
             }
+        }
+        for (what, row, limit_us, goal) in [
+            (
+                "server CPU per write",
+                "read ratio 0",
+                11.0,
+                "at most 11 µs",
+            ),
+            ("server CPU per read", "read ratio 1", 8.0, "at most 8 µs"),
+        ] {
+            let zk = self.metric(1, "mix", System::Zookeeper, row, "cpu_us_per_op");
+            let paddock = self.metric(1, "mix", System::Paddock, row, "cpu_us_per_op");
+            lines.push(Line {
+                what: format!("{what} (standalone, mix)"),
+                unit: "µs",
+                zk,
+                paddock,
+                higher_better: false,
+                goal,
+                met: paddock.map(|p| p <= limit_us),
+            });
         }
         let (zk, paddock) = (
             self.memory_per_million(System::Zookeeper),

@@ -242,6 +242,25 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// CPU time the process has spent, user and system, all threads, from
+/// /proc (utime + stime of `/proc/PID/stat`).
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: the
+    // fields that follow start after its last ')'. utime and stime are
+    // fields 14 and 15, so the 12th and 13th after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let mut fields = after_name.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf only reads a constant of the running system.
+    let ticks_per_sec = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let ticks_per_sec = u64::try_from(ticks_per_sec).ok().filter(|&t| t > 0)?;
+    Some(Duration::from_secs_f64(
+        (utime + stime) as f64 / ticks_per_sec as f64,
+    ))
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
@@ -278,5 +297,27 @@ fn signal(pid: u32, signal: libc::c_int) {
         unsafe {
             libc::kill(pid, signal);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_counts_what_the_process_spends() {
+        let me = std::process::id();
+        let before = cpu_time(me).expect("this process has a /proc stat");
+        let mut spent = Duration::ZERO;
+        let mut sum = 0u64;
+        // Until the kernel's tick-granular count moves at least once.
+        while spent < Duration::from_millis(50) {
+            for i in 0..1_000_000u64 {
+                sum = sum.wrapping_add(std::hint::black_box(i));
+            }
+            spent = cpu_time(me).expect("still running") - before;
+        }
+        assert!(std::hint::black_box(sum) > 0);
+        assert!(cpu_time(u32::MAX).is_none(), "no such process");
     }
 }

@@ -39,6 +39,7 @@ pub async fn run(args: &BarrierArgs, deployment: &mut Deployment) -> anyhow::Res
         args.clients, args.barriers
     );
     let began = Instant::now();
+    let spending = deployment.cpu_clock().start();
     let mut tasks = Vec::new();
     for zk in &clients {
         let (zk, barriers, size) = (zk.clone(), args.barriers, args.clients);
@@ -65,8 +66,11 @@ pub async fn run(args: &BarrierArgs, deployment: &mut Deployment) -> anyhow::Res
                 args.barriers as f64 / elapsed.as_secs_f64(),
             )
             .latencies(&latencies)
+            .cpu_per_op(spending.spent(), latencies.count())
             .metric("seconds", elapsed.as_secs_f64()),
     );
+    m.notes
+        .push("an op is one client entering and leaving one barrier".into());
     load::close_all(clients).await;
     Ok(m)
 }

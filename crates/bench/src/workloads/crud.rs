@@ -78,6 +78,7 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
     for (c, zk) in clients.iter().enumerate() {
         client::recipes::ensure_path(zk, &format!("/bench/crud/c{c:04}")).await?;
     }
+    let cpu = deployment.cpu_clock();
     for &size in &args.value_sizes {
         let value = vec![b'x'; size];
         for phase in Phase::ALL {
@@ -89,6 +90,7 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
                 args.znodes
             );
             let began = Instant::now();
+            let spending = cpu.start();
             let mut tasks = Vec::new();
             for (c, zk) in clients.iter().enumerate() {
                 let (zk, value, count) = (zk.clone(), value.clone(), args.znodes);
@@ -111,6 +113,7 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
             m.rows.push(
                 Row::new(format!("{} {}", phase.name(), size_label(size)))
                     .throughput(&latencies, elapsed)
+                    .cpu_per_op(spending.spent(), latencies.count())
                     .metric("seconds", elapsed.as_secs_f64()),
             );
         }

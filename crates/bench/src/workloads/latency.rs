@@ -41,10 +41,12 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
     let paths: Vec<String> = (0..args.ops)
         .map(|i| format!("/bench/latency/n{i:08}"))
         .collect();
+    let cpu = deployment.cpu_clock();
     for kind in KINDS {
         eprintln!("  {kind} x {}", args.ops);
         let mut latencies = Latencies::default();
         let began = Instant::now();
+        let spending = cpu.start();
         for path in &paths {
             let started = Instant::now();
             match kind {
@@ -62,6 +64,7 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
         m.rows.push(
             Row::new(kind)
                 .throughput(&latencies, began.elapsed())
+                .cpu_per_op(spending.spent(), latencies.count())
                 .with_cdf(&latencies),
         );
     }

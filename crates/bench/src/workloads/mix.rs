@@ -69,6 +69,7 @@ pub async fn run(args: &MixArgs, deployment: &mut Deployment) -> anyhow::Result<
     load::create_all(&clients, parents, Bytes::new(), 8, "creating parents").await?;
     load::create_all(&clients, keys.clone(), value.clone(), 8, "creating znodes").await?;
     let keys = Arc::new(keys);
+    let cpu = deployment.cpu_clock();
     for &ratio in &args.read_ratios {
         eprintln!(
             "  read ratio {ratio}: {} s with {} sessions x {} outstanding",
@@ -79,11 +80,12 @@ pub async fn run(args: &MixArgs, deployment: &mut Deployment) -> anyhow::Result<
             warmup: Duration::from_secs_f64(args.warmup),
             duration: Duration::from_secs_f64(args.seconds),
         };
-        let driven = load::drive(&clients, drive, ratio, keys.clone(), value.clone()).await;
+        let driven = load::drive(&clients, drive, ratio, keys.clone(), value.clone(), &cpu).await;
         m.rows.push(
             Row::new(format!("read ratio {ratio}"))
                 .at(ratio)
                 .throughput(&driven.latencies, driven.elapsed)
+                .cpu_per_op(driven.cpu, driven.latencies.count())
                 .metric("errors", driven.errors as f64),
         );
     }

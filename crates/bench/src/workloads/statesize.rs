@@ -61,6 +61,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
         .context("creating /bench/state-probe")?;
 
     let loaded = Arc::new(AtomicUsize::new(0));
+    let spending = deployment.cpu_clock().start();
     let loading = {
         let (loaders, loaded) = (loaders.clone(), loaded.clone());
         let value = Bytes::from(vec![b'x'; args.value_size]);
@@ -98,6 +99,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
         }
     }
     loading.await??;
+    let spent = spending.spent();
     let mb_per_step = (step * args.value_size) as f64 / (1 << 20) as f64;
     for (i, latencies) in steps.iter().enumerate() {
         if latencies.count() > 0 {
@@ -109,14 +111,25 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
             );
         }
     }
-    m.rows
-        .push(Row::new("whole run").latencies(&overall).with_cdf(&overall));
+    m.rows.push(
+        Row::new("whole run")
+            .latencies(&overall)
+            .cpu_per_op(
+                spent,
+                (loaded.load(Ordering::Relaxed) as u64) + overall.count(),
+            )
+            .with_cdf(&overall),
+    );
     if let Some(rss) = deployment.rss_bytes() {
         m.rows
             .push(Row::new("server at the end").metric("rss_mb", rss as f64 / (1 << 20) as f64));
     }
     m.notes
         .push("a probe request is a setData then a getData of a small znode".into());
+    m.notes.push(
+        "whole run cpu_us_per_op: the servers' CPU over the load, per znode created or probe"
+            .into(),
+    );
     load::close_all(loaders).await;
     probe.close().await;
     Ok(m)

@@ -111,6 +111,8 @@ pub async fn run(args: &TreeSizeArgs, deployment: &mut Deployment) -> anyhow::Re
                 .cloned(),
         );
         let keys = Arc::new(keys);
+        // Taken at each size: the servers are restarted between sizes.
+        let cpu = deployment.cpu_clock();
         for (kind, ratio) in KINDS {
             eprintln!("  {kind} at {size} znodes: {} s", args.seconds);
             let drive = Drive {
@@ -118,11 +120,13 @@ pub async fn run(args: &TreeSizeArgs, deployment: &mut Deployment) -> anyhow::Re
                 warmup: Duration::from_secs(1),
                 duration: Duration::from_secs_f64(args.seconds),
             };
-            let driven = load::drive(&clients, drive, ratio, keys.clone(), value.clone()).await;
+            let driven =
+                load::drive(&clients, drive, ratio, keys.clone(), value.clone(), &cpu).await;
             m.rows.push(
                 Row::new(format!("{kind} @ {size} znodes"))
                     .at(size as f64)
-                    .throughput(&driven.latencies, driven.elapsed),
+                    .throughput(&driven.latencies, driven.elapsed)
+                    .cpu_per_op(driven.cpu, driven.latencies.count()),
             );
         }
         let mut row = Row::new(format!("server @ {size} znodes")).at(size as f64);

@@ -51,6 +51,7 @@ pub async fn run(args: &WatchArgs, deployment: &mut Deployment) -> anyhow::Resul
     .await?;
     let mut latencies = Latencies::default();
     let mut busy = std::time::Duration::ZERO;
+    let spending = deployment.cpu_clock().start();
     for round in 0..args.rounds {
         eprintln!("  round {} of {}", round + 1, args.rounds);
         let mut watches = Vec::with_capacity(args.clients);
@@ -94,10 +95,16 @@ pub async fn run(args: &WatchArgs, deployment: &mut Deployment) -> anyhow::Resul
                 "notifications_per_sec",
                 latencies.count() as f64 / busy.as_secs_f64().max(1e-9),
             )
-            .latencies(&latencies),
+            .latencies(&latencies)
+            .cpu_per_op(spending.spent(), latencies.count()),
     );
     m.notes.push(
         "latency: from the writer sending all updates of a round to each event arriving".into(),
+    );
+    m.notes.push(
+        "cpu_us_per_op: per notification, with the getData that set its watch and the update \
+         that fired it"
+            .into(),
     );
     load::close_all(watchers).await;
     writer.close().await;

@@ -128,6 +128,7 @@ pub async fn run(args: &RebalanceArgs, deployment: &mut Deployment) -> anyhow::R
         },
     )?;
     let (stop, stopped) = watch::channel(false);
+    let spending = deployment.cpu_clock().start();
     eprintln!("  connecting {} routing clients", args.clients);
     let routers = start_routers(&connect, args, &layout, stopped).await?;
     tokio::time::sleep(Duration::from_secs_f64(args.warmup)).await;
@@ -154,6 +155,7 @@ pub async fn run(args: &RebalanceArgs, deployment: &mut Deployment) -> anyhow::R
     let carried = follow_plan(&mut rebalancers, plan.moves.len(), kill_after).await?;
     wait_for_clients(&routers, plan.moves.len() as i32).await;
     let _ = stop.send(true);
+    let spent = spending.spent();
     let mut logs = Vec::with_capacity(routers.len());
     for router in routers {
         logs.push(router.finish().await?);
@@ -172,6 +174,7 @@ pub async fn run(args: &RebalanceArgs, deployment: &mut Deployment) -> anyhow::R
         &logs,
         &carried,
         window,
+        spent,
     ))
 }
 
@@ -181,6 +184,7 @@ fn measurement(
     logs: &[routing::ClientLog],
     carried: &Carried,
     window: Window,
+    cpu_spent: Option<Duration>,
 ) -> Measurement {
     let mut m = Measurement::new("rebalance", target, String::new());
     m.setting("clients", args.clients);
@@ -198,6 +202,9 @@ fn measurement(
         rebalancer = rebalancer.metric("takeover_ms", gap.as_secs_f64() * 1000.0);
     }
     m.rows.push(rebalancer);
+    let requests = logs.iter().map(|log| log.sent.len() as u64).sum();
+    m.rows
+        .push(Row::new("servers").cpu_per_op(cpu_spent, requests));
     m.notes.push(
         "a map change counts from its rebalancer hearing the multi acknowledged to a client \
          holding that map (read after its watch fired); stale_routed: requests sent after a \
@@ -209,6 +216,11 @@ fn measurement(
          session timeout ({} s); then every move is checked to have happened exactly once",
         REBALANCER_SESSION_TIMEOUT.as_secs()
     ));
+    m.notes.push(
+        "servers cpu_us_per_op: the servers' CPU from the clients' start to their stop, the \
+         map reads after each change included, per routed request"
+            .into(),
+    );
     m
 }
 
