@@ -184,6 +184,11 @@ impl Deployment {
         cluster.servers()[leader].rss_bytes()
     }
 
+    /// The first server's data directory, when this tool started them.
+    pub fn data_dir(&mut self) -> Option<PathBuf> {
+        Some(self.cluster()?.servers().first()?.dir().to_path_buf())
+    }
+
     /// A clock of the CPU time the servers spend (all of them, for an
     /// ensemble): what the server itself costs, apart from the load
     /// generator on the same cores.

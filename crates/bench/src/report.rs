@@ -184,6 +184,27 @@ impl Results<'_> {
                 met: paddock.map(|p| p <= limit_us),
             });
         }
+        let p50 = |system, row| self.metric(1, "latency", system, row, "p50_ms");
+        lines.push(Line {
+            what: "getData p50, one synchronous client (standalone, latency)".into(),
+            unit: "ms",
+            zk: p50(System::Zookeeper, "get"),
+            paddock: p50(System::Paddock, "get"),
+            higher_better: false,
+            goal: "at most 0.08 ms",
+            met: p50(System::Paddock, "get").map(|p| p <= 0.08),
+        });
+        // Each system over the fdatasync time measured in its own run.
+        let over_sync = |system| Some(p50(system, "set")? - p50(system, "fdatasync")?);
+        lines.push(Line {
+            what: "setData p50 beyond the disk's fdatasync p50 (standalone, latency)".into(),
+            unit: "ms",
+            zk: over_sync(System::Zookeeper),
+            paddock: over_sync(System::Paddock),
+            higher_better: false,
+            goal: "at most 0.08 ms",
+            met: over_sync(System::Paddock).map(|p| p <= 0.08),
+        });
         let (zk, paddock) = (
             self.memory_per_million(System::Zookeeper),
             self.memory_per_million(System::Paddock),

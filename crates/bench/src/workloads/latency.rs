@@ -1,8 +1,11 @@
 //! `latency`: one synchronous client creates, reads, overwrites and
 //! deletes N znodes, one request at a time — the latency of a single
 //! request with nothing queued before it (the ZooKeeper paper's latency
-//! table, and the latency CDF of the ConCoord comparison).
+//! table, and the latency CDF of the ConCoord comparison). Beside them,
+//! the data disk's own fdatasync time, the floor under a durable write.
 
+use std::io::Write as _;
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::Context as _;
@@ -69,5 +72,43 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
         );
     }
     load::close_all(clients).await;
+    if let Some(dir) = deployment.data_dir() {
+        let syncs = tokio::task::block_in_place(|| time_fdatasync(&dir, args.ops.min(1000)))
+            .with_context(|| format!("timing fdatasync in {}", dir.display()))?;
+        m.rows.push(Row::new("fdatasync").latencies(&syncs));
+        m.notes.push(format!(
+            "fdatasync: {} bytes appended then fdatasync'ed, one at a time, in the servers' data \
+             directory: what every durable write waits for at least",
+            SYNC_BYTES
+        ));
+    }
     Ok(m)
+}
+
+/// The bytes appended before each timed fdatasync: a small log record.
+const SYNC_BYTES: usize = 1024;
+
+fn time_fdatasync(dir: &Path, count: usize) -> std::io::Result<Latencies> {
+    let mut file = tempfile::tempfile_in(dir)?;
+    let record = vec![b'x'; SYNC_BYTES];
+    let mut latencies = Latencies::default();
+    for _ in 0..count {
+        let started = Instant::now();
+        file.write_all(&record)?;
+        file.sync_data()?;
+        latencies.record(started.elapsed());
+    }
+    Ok(latencies)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fdatasync_is_timed_once_per_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let syncs = super::time_fdatasync(dir.path(), 3).unwrap();
+        assert_eq!(syncs.count(), 3);
+        // the file was temporary: nothing is left behind
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }
