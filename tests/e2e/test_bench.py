@@ -23,6 +23,8 @@ TINY = {
                  "--seconds", "0.5"],
     "statesize": ["--megabytes", "2", "--value-size", "1000",
                   "--step-megabytes", "1"],
+    "rate": ["--rate", "200", "--sessions", "2", "--znodes", "20",
+             "--read-ratios", "0,1", "--seconds", "0.5", "--warmup", "0.2"],
     "rebalance": ["--clients", "20", "--storage-nodes", "2", "--partitions", "8",
                   "--step-interval-ms", "20", "--warmup", "0.5"],
 }
@@ -74,6 +76,18 @@ def test_cpu_per_request_is_the_servers_own(server, tmp_path):
         cpu = row["metrics"]["cpu_us_per_op"]
         # more than nothing, and no more than every core of the machine
         assert 0 < cpu < os.cpu_count() * 1e6 / row["metrics"]["ops_per_sec"], row
+
+
+def test_rate_offers_the_load_it_is_given(server, tmp_path):
+    """Open loop: the requests answered per second follow the offered
+    rate, not the server's speed."""
+    out = tmp_path / "rate.json"
+    run = bench("rate", "--target", server.hosts, "--json", str(out),
+                "--rate", "400", "--sessions", "4", "--znodes", "20",
+                "--read-ratios", "1", "--seconds", "2", "--warmup", "0.5")
+    assert run.returncode == 0, run.stderr
+    [row] = json.loads(out.read_text())["rows"]
+    assert 300 <= row["metrics"]["ops_per_sec"] <= 440, row
 
 
 def test_rebalance_finishes_the_plan_exactly_once_after_a_kill(server, tmp_path):

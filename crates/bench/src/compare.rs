@@ -13,7 +13,7 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
 use crate::workloads::{
-    barrier, crud, failover, latency, mix, rebalance, statesize, treesize, watch, Job,
+    barrier, crud, failover, latency, mix, rate, rebalance, statesize, treesize, watch, Job,
 };
 
 #[derive(clap::Args, Clone, Debug)]
@@ -80,6 +80,21 @@ fn plan(quick: bool) -> Vec<Planned> {
         seconds: q(2, 10) as f64,
         warmup: q(1, 3) as f64,
     });
+    // Offered to both systems alike: below what either sustains on this
+    // machine as an ensemble, so the latencies compare at equal load.
+    let rate = Job::Rate(rate::RateArgs {
+        rate: q(4000, 8000) as f64,
+        sessions: q(8, 32),
+        znodes: q(200, 1000),
+        value_size: 1024,
+        read_ratios: if quick {
+            vec![0.0, 0.9]
+        } else {
+            vec![0.0, 0.5, 0.9, 1.0]
+        },
+        seconds: q(2, 10) as f64,
+        warmup: q(1, 3) as f64,
+    });
     let latency = Job::Latency(latency::LatencyArgs {
         ops: q(300, 10_000),
         value_size: 1024,
@@ -136,6 +151,7 @@ fn plan(quick: bool) -> Vec<Planned> {
     };
     let mut runs = vec![
         planned(1, mix.clone()),
+        planned(1, rate.clone()),
         planned(1, latency.clone()),
         planned(1, crud),
         planned(1, barrier.clone()),
@@ -148,17 +164,19 @@ fn plan(quick: bool) -> Vec<Planned> {
             job: statesize,
             snap_count: quick.then_some(2000),
         },
+    ];
+    if !quick {
+        runs.push(planned(1, rebalance.clone()));
+    }
+    runs.extend([
         planned(3, mix),
+        planned(3, rate),
         planned(3, latency),
         planned(3, barrier),
         planned(3, watch),
         planned(3, failover),
-        planned(3, rebalance.clone()),
-    ];
-    if !quick {
-        // Standalone, after the other standalone runs.
-        runs.insert(7, planned(1, rebalance));
-    }
+        planned(3, rebalance),
+    ]);
     runs
 }
 
@@ -167,7 +185,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rebalance");
+            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rebalance, rate");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

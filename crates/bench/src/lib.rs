@@ -5,7 +5,7 @@
 //!
 //! Layout:
 //! - `workloads`: one module per experiment (mix, latency, crud, barrier,
-//!   watch, treesize, statesize, failover, rebalance) and [`workloads::Job`], a
+//!   watch, treesize, statesize, failover, rebalance, rate) and [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
 //!   this tool starts (through the `launch` crate) and can kill and weigh.
@@ -30,7 +30,7 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, crud, failover, latency, mix, rebalance, statesize, treesize, watch, Job,
+    barrier, crud, failover, latency, mix, rate, rebalance, statesize, treesize, watch, Job,
 };
 
 #[derive(clap::Args)]
@@ -57,6 +57,13 @@ enum BenchCommand {
         common: Common,
         #[command(flatten)]
         args: mix::MixArgs,
+    },
+    /// Latency vs read ratio at a fixed offered rate (an open loop).
+    Rate {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: rate::RateArgs,
     },
     /// One synchronous client: create, get, set, delete; latency CDFs.
     Latency {
@@ -128,6 +135,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Compare(args) => return compare::run(args),
         BenchCommand::Rebalancer(args) => return rebalance::rebalancer_main(args),
         BenchCommand::Mix { common, args } => (common, Job::Mix(args)),
+        BenchCommand::Rate { common, args } => (common, Job::Rate(args)),
         BenchCommand::Latency { common, args } => (common, Job::Latency(args)),
         BenchCommand::Crud { common, args } => (common, Job::Crud(args)),
         BenchCommand::Barrier { common, args } => (common, Job::Barrier(args)),

@@ -246,6 +246,93 @@ pub async fn drive(
     }
 }
 
+/// Requests sent at a fixed rate, whatever the answers (an open loop).
+#[derive(Clone, Copy, Debug)]
+pub struct Offered {
+    /// Requests per second, over all sessions.
+    pub per_sec: f64,
+    /// Requests due in this first stretch are not counted.
+    pub warmup: Duration,
+    pub duration: Duration,
+}
+
+/// Like [`drive`], but open-loop: each session sends its share of
+/// `offered.per_sec` on a fixed schedule, not waiting for answers, and a
+/// request's latency counts from when it was due. A server that falls
+/// behind therefore shows it in the latencies, where a closed loop would
+/// only slow the senders down (coordinated omission).
+pub async fn drive_at_rate(
+    clients: &[Client],
+    offered: Offered,
+    read_ratio: f64,
+    keys: Arc<Vec<String>>,
+    value: Bytes,
+    cpu: &CpuClock,
+) -> Driven {
+    let began = Instant::now();
+    let measure_from = began + offered.warmup;
+    let end = measure_from + offered.duration;
+    let span = cpu.clone();
+    let cpu_sampler = tokio::spawn(async move {
+        tokio::time::sleep_until(measure_from.into()).await;
+        let spending = span.start();
+        tokio::time::sleep_until(end.into()).await;
+        spending.spent()
+    });
+    let every = Duration::from_secs_f64(clients.len() as f64 / offered.per_sec);
+    let errors = Arc::new(AtomicU64::new(0));
+    let mut sessions = Vec::new();
+    for client in clients {
+        let (client, keys, value, errors) =
+            (client.clone(), keys.clone(), value.clone(), errors.clone());
+        let first = began + every.mul_f64(rand::thread_rng().gen::<f64>());
+        sessions.push(tokio::spawn(async move {
+            let mut requests = tokio::task::JoinSet::new();
+            let mut due = first;
+            while due < end {
+                tokio::time::sleep_until(due.into()).await;
+                let (key, read) = {
+                    let mut rng = rand::thread_rng();
+                    (
+                        keys[rng.gen_range(0..keys.len())].clone(),
+                        rng.gen_bool(read_ratio),
+                    )
+                };
+                // Sent now (the call is made), awaited in its own task.
+                if read {
+                    let call = client.get_data(&key);
+                    requests.spawn(async move { (due, call.await.is_ok(), Instant::now()) });
+                } else {
+                    let call = client.set_data(&key, &value, None);
+                    requests.spawn(async move { (due, call.await.is_ok(), Instant::now()) });
+                }
+                due += every;
+            }
+            let mut latencies = Latencies::default();
+            while let Some(Ok((due, ok, finished))) = requests.join_next().await {
+                if !ok {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                } else if due >= measure_from && finished <= end {
+                    latencies.record(finished - due);
+                }
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Latencies::default();
+    for session in sessions {
+        if let Ok(session_latencies) = session.await {
+            latencies.merge(&session_latencies);
+        }
+    }
+    Driven {
+        latencies,
+        elapsed: offered.duration,
+        errors: errors.load(Ordering::Relaxed),
+        cpu: cpu_sampler.await.ok().flatten(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -62,13 +62,8 @@ pub async fn run(args: &MixArgs, deployment: &mut Deployment) -> anyhow::Result<
     m.setting("outstanding per session", args.outstanding);
     m.setting("znodes", args.znodes);
     m.setting("value bytes", args.value_size);
-    let clients = load::connect(deployment.connect_string(), args.sessions).await?;
-    let value = Bytes::from(vec![b'x'; args.value_size]);
-    let (parents, keys) = load::tree_paths("/bench/mix", args.znodes);
-    client::recipes::ensure_path(&clients[0], "/bench/mix").await?;
-    load::create_all(&clients, parents, Bytes::new(), 8, "creating parents").await?;
-    load::create_all(&clients, keys.clone(), value.clone(), 8, "creating znodes").await?;
-    let keys = Arc::new(keys);
+    let (clients, keys, value) =
+        prepare(deployment, args.sessions, args.znodes, args.value_size).await?;
     let cpu = deployment.cpu_clock();
     for &ratio in &args.read_ratios {
         eprintln!(
@@ -91,4 +86,21 @@ pub async fn run(args: &MixArgs, deployment: &mut Deployment) -> anyhow::Result<
     }
     load::close_all(clients).await;
     Ok(m)
+}
+
+/// The sessions, and the znodes they read and write, created with
+/// `value_size` bytes each.
+pub async fn prepare(
+    deployment: &Deployment,
+    sessions: usize,
+    znodes: usize,
+    value_size: usize,
+) -> anyhow::Result<(Vec<client::Client>, Arc<Vec<String>>, Bytes)> {
+    let clients = load::connect(deployment.connect_string(), sessions).await?;
+    let value = Bytes::from(vec![b'x'; value_size]);
+    let (parents, keys) = load::tree_paths("/bench/mix", znodes);
+    client::recipes::ensure_path(&clients[0], "/bench/mix").await?;
+    load::create_all(&clients, parents, Bytes::new(), 8, "creating parents").await?;
+    load::create_all(&clients, keys.clone(), value.clone(), 8, "creating znodes").await?;
+    Ok((clients, Arc::new(keys), value))
 }

@@ -6,6 +6,7 @@ pub mod crud;
 pub mod failover;
 pub mod latency;
 pub mod mix;
+pub mod rate;
 pub mod rebalance;
 pub mod statesize;
 pub mod treesize;
@@ -26,6 +27,7 @@ pub enum Job {
     StateSize(statesize::StateSizeArgs),
     Failover(failover::FailoverArgs),
     Rebalance(rebalance::RebalanceArgs),
+    Rate(rate::RateArgs),
 }
 
 impl Job {
@@ -40,6 +42,7 @@ impl Job {
             Job::StateSize(_) => "statesize",
             Job::Failover(_) => "failover",
             Job::Rebalance(_) => "rebalance",
+            Job::Rate(_) => "rate",
         }
     }
 
@@ -55,6 +58,7 @@ impl Job {
             Job::StateSize(a) => a.flags(),
             Job::Failover(a) => a.flags(),
             Job::Rebalance(a) => a.flags(),
+            Job::Rate(a) => a.flags(),
         }
     }
 
@@ -69,6 +73,7 @@ impl Job {
             Job::StateSize(a) => statesize::run(a, deployment).await,
             Job::Failover(a) => failover::run(a, deployment).await,
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
+            Job::Rate(a) => rate::run(a, deployment).await,
         }
     }
 }
