@@ -67,33 +67,31 @@ fn zk_heap_mb(quick: bool) -> u32 {
 
 fn plan(quick: bool) -> Vec<Planned> {
     let q = |quick_value, full_value| if quick { quick_value } else { full_value };
-    let mix = Job::Mix(mix::MixArgs {
+    let shape = |read_ratios| mix::MixShape {
         sessions: q(8, 32),
-        outstanding: q(8, 16),
         znodes: q(200, 1000),
         value_size: 1024,
-        read_ratios: if quick {
+        read_ratios,
+        seconds: q(2, 10) as f64,
+        warmup: q(1, 3) as f64,
+    };
+    let mix = Job::Mix(mix::MixArgs {
+        shape: shape(if quick {
             vec![0.0, 0.5, 0.9, 1.0]
         } else {
             vec![0.0, 0.25, 0.5, 0.75, 0.9, 1.0]
-        },
-        seconds: q(2, 10) as f64,
-        warmup: q(1, 3) as f64,
+        }),
+        outstanding: q(8, 16),
     });
     // Offered to both systems alike: below what either sustains on this
     // machine as an ensemble, so the latencies compare at equal load.
     let rate = Job::Rate(rate::RateArgs {
-        rate: q(4000, 8000) as f64,
-        sessions: q(8, 32),
-        znodes: q(200, 1000),
-        value_size: 1024,
-        read_ratios: if quick {
+        shape: shape(if quick {
             vec![0.0, 0.9]
         } else {
             vec![0.0, 0.5, 0.9, 1.0]
-        },
-        seconds: q(2, 10) as f64,
-        warmup: q(1, 3) as f64,
+        }),
+        rate: q(4000, 8000) as f64,
     });
     let latency = Job::Latency(latency::LatencyArgs {
         ops: q(300, 10_000),

@@ -188,15 +188,7 @@ pub async fn drive(
     let began = Instant::now();
     let measure_from = began + drive.warmup;
     let end = measure_from + drive.duration;
-    let cpu_sampler = {
-        let cpu = cpu.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep_until(measure_from.into()).await;
-            let span = cpu.start();
-            tokio::time::sleep_until(end.into()).await;
-            span.spent()
-        })
-    };
+    let cpu_sampler = sample_cpu(cpu, measure_from, end);
     let errors = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for client in clients {
@@ -232,18 +224,7 @@ pub async fn drive(
             }));
         }
     }
-    let mut latencies = Latencies::default();
-    for task in tasks {
-        if let Ok(task_latencies) = task.await {
-            latencies.merge(&task_latencies);
-        }
-    }
-    Driven {
-        latencies,
-        elapsed: drive.duration,
-        errors: errors.load(Ordering::Relaxed),
-        cpu: cpu_sampler.await.ok().flatten(),
-    }
+    finish(tasks, drive.duration, &errors, cpu_sampler).await
 }
 
 /// Requests sent at a fixed rate, whatever the answers (an open loop).
@@ -272,13 +253,7 @@ pub async fn drive_at_rate(
     let began = Instant::now();
     let measure_from = began + offered.warmup;
     let end = measure_from + offered.duration;
-    let span = cpu.clone();
-    let cpu_sampler = tokio::spawn(async move {
-        tokio::time::sleep_until(measure_from.into()).await;
-        let spending = span.start();
-        tokio::time::sleep_until(end.into()).await;
-        spending.spent()
-    });
+    let cpu_sampler = sample_cpu(cpu, measure_from, end);
     let every = Duration::from_secs_f64(clients.len() as f64 / offered.per_sec);
     let errors = Arc::new(AtomicU64::new(0));
     let mut sessions = Vec::new();
@@ -319,15 +294,40 @@ pub async fn drive_at_rate(
             latencies
         }));
     }
+    finish(sessions, offered.duration, &errors, cpu_sampler).await
+}
+
+/// The servers' CPU time from `from` to `to`, read then.
+fn sample_cpu(
+    cpu: &CpuClock,
+    from: Instant,
+    to: Instant,
+) -> tokio::task::JoinHandle<Option<Duration>> {
+    let cpu = cpu.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep_until(from.into()).await;
+        let spending = cpu.start();
+        tokio::time::sleep_until(to.into()).await;
+        spending.spent()
+    })
+}
+
+/// Merges what the load's tasks measured into its result.
+async fn finish(
+    tasks: Vec<tokio::task::JoinHandle<Latencies>>,
+    elapsed: Duration,
+    errors: &AtomicU64,
+    cpu_sampler: tokio::task::JoinHandle<Option<Duration>>,
+) -> Driven {
     let mut latencies = Latencies::default();
-    for session in sessions {
-        if let Ok(session_latencies) = session.await {
-            latencies.merge(&session_latencies);
+    for task in tasks {
+        if let Ok(task_latencies) = task.await {
+            latencies.merge(&task_latencies);
         }
     }
     Driven {
         latencies,
-        elapsed: offered.duration,
+        elapsed,
         errors: errors.load(Ordering::Relaxed),
         cpu: cpu_sampler.await.ok().flatten(),
     }
