@@ -236,3 +236,91 @@ def test_a_path_that_is_not_utf8_is_a_bad_path_not_a_bad_packet(server, raw_fact
     assert c.request(Op.create2, body).err == Err.BADARGUMENTS
     assert c.request(Op.getData, Writer().buffer(path).bool(False).bytes()).err == Err.NONODE
     assert c.create(f"{root}/fine")[0] == 0
+
+
+# ---------------------------------------------------------------- SASL
+#
+# ZooKeeperServer.processSasl: the token is dereferenced before anything
+# else (a null one ends the connection unanswered); without a JAAS Server
+# section there is no SaslServer and the NullPointerException it meets is
+# caught, so the answer is OK with a null token; a failure of the
+# DIGEST-MD5 server is AuthFailed with a null token, then the close.
+
+NULL_TOKEN = b"\xff\xff\xff\xff"
+
+
+@pytest.fixture
+def jaas_server(server_factory, tmp_path):
+    from test_sasl import JAAS
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    return server_factory({"jaasLoginConfig": str(jaas)})
+
+
+def sasl_body(token):
+    return Writer().buffer(token).bytes()
+
+
+def assert_sasl_refused(c, token):
+    rep = c.request(Op.sasl, sasl_body(token))
+    assert (rep.err, rep.body) == (Err.AUTHFAILED, NULL_TOKEN)
+    assert c.wait_closed(5)
+
+
+def test_sasl_without_jaas_answers_ok_with_a_null_token(server, raw_factory, root):
+    c = raw_factory(server)
+    for token in (b"", b"anything"):
+        rep = c.request(Op.sasl, sasl_body(token))
+        assert (rep.err, rep.body) == (0, NULL_TOKEN)
+    assert not c.wait_closed(0.5)
+    assert c.create(f"{root}/after-sasl")[0] == 0
+    assert c.who_am_i() == (0, [("ip", "127.0.0.1")])
+
+
+@pytest.mark.parametrize("target", ["server", "jaas_server"])
+def test_a_null_sasl_token_closes_the_connection_unanswered(target, request, raw_factory):
+    c = raw_factory(request.getfixturevalue(target))
+    xid = c.submit(Op.sasl, sasl_body(None))
+    assert c.wait_closed(5)
+    assert not [f for f in c.frames if f[0] == "reply" and f[1].xid == xid]
+
+
+def digest_md5_response(user, password, challenge):
+    import puresasl.client
+    cli = puresasl.client.SASLClient(host="zk-sasl-md5", service="zookeeper",
+                                     mechanism="DIGEST-MD5", username=user,
+                                     password=password)
+    return cli.process(challenge=challenge)
+
+
+def test_a_wrong_sasl_password_is_auth_failed_with_a_null_token(jaas_server, raw_factory):
+    c = raw_factory(jaas_server)
+    challenge = c.request(Op.sasl, sasl_body(b"")).reader().buffer()
+    assert_sasl_refused(c, digest_md5_response("alice", "wrong", challenge))
+
+
+def test_a_first_sasl_token_is_ignored(jaas_server, raw_factory):
+    """Java's DIGEST-MD5 server ignores an initial response (RFC 2831
+    subsequent authentication, which it does not support) and challenges."""
+    c = raw_factory(jaas_server)
+    rep = c.request(Op.sasl, sasl_body(b'username="alice"'))
+    assert rep.err == 0
+    challenge = rep.reader().buffer()
+    assert b"nonce=" in challenge
+    rep = c.request(Op.sasl, sasl_body(digest_md5_response("alice", "secret", challenge)))
+    assert rep.err == 0 and rep.reader().buffer().startswith(b"rspauth=")
+    assert ("sasl", "alice") in c.who_am_i()[1]
+
+
+def test_a_sasl_token_over_4096_bytes_fails(jaas_server, raw_factory):
+    """DigestMD5Server.evaluateResponse refuses longer responses."""
+    c = raw_factory(jaas_server)
+    assert c.request(Op.sasl, sasl_body(b"x" * 4096)).err == 0
+    assert_sasl_refused(c, b"x" * 4097)
+
+
+def test_sasl_after_a_completed_exchange_fails(jaas_server, raw_factory):
+    """A completed DIGEST-MD5 server is "at illegal state"."""
+    c = raw_factory(jaas_server)
+    assert c.sasl_digest_md5("alice", "secret") == 0
+    assert_sasl_refused(c, b"")

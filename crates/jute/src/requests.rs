@@ -10,7 +10,8 @@
 //! `/latest_producer_id_block` as "no block yet"); so does
 //! [`ReconfigRequest`], where null means "not specified". A null path is a
 //! decode error ([`Reader::read_path`]); other nulls decode as empty, which
-//! is how ZooKeeper's own handlers end up treating them.
+//! is how ZooKeeper's own handlers end up treating them, unless a field says
+//! otherwise.
 
 use bytes::{Bytes, BytesMut};
 
@@ -402,18 +403,20 @@ impl Record for GetAllChildrenNumberRequest {
 /// One step of a SASL exchange from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetSASLRequest {
-    pub token: Bytes,
+    /// `None` when null: ZooKeeper takes the token's length before
+    /// anything else and closes the connection unanswered on a null one.
+    pub token: Option<Bytes>,
 }
 
 impl Record for GetSASLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            token: r.read_buffer_or_empty()?,
+            token: r.read_buffer()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_buffer(&self.token);
+        buf.write_opt_buffer(self.token.as_deref());
     }
 }
 
@@ -484,7 +487,9 @@ mod tests {
             prop_assert_eq!(round_trip(&v), v);
             let v = GetAllChildrenNumberRequest { path: path.clone() };
             prop_assert_eq!(round_trip(&v), v);
-            let v = GetSASLRequest { token: Bytes::from(path.clone().into_bytes()) };
+            let v = GetSASLRequest { token: Some(Bytes::from(path.clone().into_bytes())) };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetSASLRequest { token: None };
             prop_assert_eq!(round_trip(&v), v);
             let v = AuthPacket { auth_type: n, scheme: path.clone(), auth: Some(Bytes::from(path.into_bytes())) };
             prop_assert_eq!(round_trip(&v), v);

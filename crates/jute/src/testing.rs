@@ -381,7 +381,7 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .boxed(),
         Just(Request::WhoAmI).boxed(),
         Just(Request::CloseSession).boxed(),
-        arb_bytes()
+        proptest::option::of(arb_bytes())
             .prop_map(|token| Request::Sasl(GetSASLRequest { token }))
             .boxed(),
         arb_reconfig_request().prop_map(Request::Reconfig).boxed(),

@@ -273,7 +273,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
 /// `sasl` ids are only valid when SASL is configured, as ZooKeeper only
 /// knows the scheme once its SASL provider is registered.
 fn check_acl_schemes(shared: &Shared, acl: &[jute::Acl]) -> Result<(), ErrorCode> {
-    if shared.sasl_users.is_empty() && acl.iter().any(|a| a.id.scheme == "sasl") {
+    if shared.sasl_users.is_none() && acl.iter().any(|a| a.id.scheme == "sasl") {
         return Err(ErrorCode::InvalidAcl);
     }
     Ok(())

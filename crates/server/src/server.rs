@@ -83,7 +83,7 @@ pub async fn run(
             path: path.clone(),
             source,
         })?,
-        None => HashMap::new(),
+        None => None,
     };
     if !config.ignored_keys.is_empty() {
         tracing::info!(keys = ?config.ignored_keys, "configuration keys this server does not use");
