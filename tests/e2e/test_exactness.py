@@ -324,3 +324,72 @@ def test_sasl_after_a_completed_exchange_fails(jaas_server, raw_factory):
     c = raw_factory(jaas_server)
     assert c.sasl_digest_md5("alice", "secret") == 0
     assert_sasl_refused(c, b"")
+
+
+# ---------------------------------------------------------------- null paths
+#
+# A path of length -1 is Java's null, and each handler meets it its own
+# way: PathUtils.validatePath(null) is BadArguments (setData, setACL); sync
+# echoes it; addWatch stores a watch no event ever names; removeWatches
+# finds none. Every other handler dereferences it: MarshallingError.
+
+NULL_PATH = None
+
+
+def null_path_body(*rest):
+    w = Writer().string(NULL_PATH)
+    for kind, value in rest:
+        getattr(w, kind)(value)
+    return w.bytes()
+
+
+@pytest.mark.parametrize("op,body,err", [
+    pytest.param(Op.setData, null_path_body(("buffer", b"x"), ("int", -1)),
+                 Err.BADARGUMENTS, id="setData"),
+    pytest.param(Op.setACL, null_path_body(("acls", [(31, "world", "anyone")]), ("int", -1)),
+                 Err.BADARGUMENTS, id="setACL"),
+    pytest.param(Op.removeWatches, null_path_body(("int", 3)), Err.NOWATCHER,
+                 id="removeWatches"),
+    pytest.param(Op.checkWatches, null_path_body(("int", 3)), Err.MARSHALLINGERROR,
+                 id="checkWatches"),
+    pytest.param(Op.getData, null_path_body(("bool", False)), Err.MARSHALLINGERROR,
+                 id="getData"),
+    pytest.param(Op.exists, null_path_body(("bool", True)), Err.MARSHALLINGERROR,
+                 id="exists"),
+    pytest.param(Op.getACL, null_path_body(), Err.MARSHALLINGERROR, id="getACL"),
+    pytest.param(Op.delete, null_path_body(("int", -1)), Err.MARSHALLINGERROR, id="delete"),
+    pytest.param(Op.create2, null_path_body(("buffer", b""), ("acls", [(31, "world", "anyone")]),
+                                            ("int", 0)),
+                 Err.MARSHALLINGERROR, id="create2"),
+])
+def test_a_null_path_is_answered_per_op(server, raw_factory, op, body, err):
+    c = raw_factory(server)
+    assert c.request(op, body).err == err
+    assert c.exists("/")[0] == 0
+
+
+def test_a_null_path_set_data_is_bad_arguments_through_the_log(server_factory, raw_factory):
+    """validatePath fails in the prep stage, which logs an error txn."""
+    c = raw_factory(server_factory())
+    _, _, st = c.create("/a")
+    rep = c.request(Op.setData, null_path_body(("buffer", b"x"), ("int", -1)))
+    assert (rep.err, rep.zxid) == (Err.BADARGUMENTS, st.czxid + 1)
+
+
+def test_sync_echoes_a_null_path(server, raw_factory):
+    rep = raw_factory(server).request(Op.sync, null_path_body())
+    assert (rep.err, rep.body) == (0, NULL_TOKEN)
+
+
+def test_add_watch_on_a_null_path_is_ok_and_never_fires(server, raw_factory, zk, root):
+    """One per connection: ZooKeeper 3.8 meets the null in its watch-mode
+    table on the second (see ARCHITECTURE.md, departures)."""
+    clients = [raw_factory(server) for _ in range(2)]
+    for mode, c in enumerate(clients):
+        # an unknown mode is refused first
+        assert c.request(Op.addWatch, null_path_body(("int", 7))).err == Err.MARSHALLINGERROR
+        assert c.request(Op.addWatch, null_path_body(("int", mode))).err == 0
+    zk.create(f"{root}/x", b"")
+    zk.set(f"{root}/x", b"y")
+    zk.delete(f"{root}/x")
+    assert all(c.no_event(1.0) for c in clients)

@@ -171,6 +171,34 @@ impl Reader {
     }
 }
 
+/// How a record reads and writes a path: `String` where a null path is a
+/// decode error ([`Reader::read_path`]), `Option<String>` where the server
+/// answers a null path itself.
+pub trait PathField: Sized {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError>;
+    fn write(&self, buf: &mut BytesMut);
+}
+
+impl PathField for String {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError> {
+        r.read_path()
+    }
+
+    fn write(&self, buf: &mut BytesMut) {
+        buf.write_string(self);
+    }
+}
+
+impl PathField for Option<String> {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError> {
+        r.read_opt_string()
+    }
+
+    fn write(&self, buf: &mut BytesMut) {
+        buf.write_opt_string(self.as_deref());
+    }
+}
+
 /// Writing primitives onto a growable buffer.
 pub trait WriteExt {
     fn write_i32(&mut self, v: i32);

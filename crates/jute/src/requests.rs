@@ -9,13 +9,16 @@
 //! buffer as null and answers it as null (Kafka reads a null
 //! `/latest_producer_id_block` as "no block yet"); so does
 //! [`ReconfigRequest`], where null means "not specified". A null path is a
-//! decode error ([`Reader::read_path`]); other nulls decode as empty, which
+//! decode error ([`Reader::read_path`]), as ZooKeeper's handlers dereference
+//! it, except in the records of setData, setACL, sync, addWatch and
+//! removeWatches/checkWatches, whose handlers answer it otherwise: those keep
+//! it as `None` for the server to answer. Other nulls decode as empty, which
 //! is how ZooKeeper's own handlers end up treating them, unless a field says
 //! otherwise.
 
 use bytes::{Bytes, BytesMut};
 
-use crate::codec::{DecodeError, Reader, Record, WriteExt};
+use crate::codec::{DecodeError, PathField, Reader, Record, WriteExt};
 use crate::types::Acl;
 
 /// `create`, `create2` and `createContainer` all carry this record; the
@@ -127,25 +130,28 @@ impl Record for PathAndWatch {
     }
 }
 
+/// `setData`. The path is `Option<String>` in the request on its own,
+/// whose null path ZooKeeper answers with BadArguments, and `String` (the
+/// default) inside a multi, where a null path is a marshalling error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetDataRequest {
-    pub path: String,
+pub struct SetDataRequest<P = String> {
+    pub path: P,
     /// `None` is null data, kept apart from empty.
     pub data: Option<Bytes>,
     pub version: i32,
 }
 
-impl Record for SetDataRequest {
+impl<P: PathField> Record for SetDataRequest<P> {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: P::read(r)?,
             data: r.read_buffer()?,
             version: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        self.path.write(buf);
         buf.write_opt_buffer(self.data.as_deref());
         buf.write_i32(self.version);
     }
@@ -170,7 +176,8 @@ impl Record for GetACLRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetACLRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper answers BadArguments.
+    pub path: Option<String>,
     pub acl: Vec<Acl>,
     /// Expected `aversion`; -1 matches any.
     pub version: i32,
@@ -179,14 +186,14 @@ pub struct SetACLRequest {
 impl Record for SetACLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             acl: Acl::decode_vec(r)?,
             version: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         Acl::encode_vec(&self.acl, buf);
         buf.write_i32(self.version);
     }
@@ -215,18 +222,19 @@ impl Record for CheckVersionRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper syncs all the same and echoes it.
+    pub path: Option<String>,
 }
 
 impl Record for SyncRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
     }
 }
 
@@ -321,7 +329,8 @@ impl Record for SetWatches2 {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddWatchRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper keeps a watch no event ever names.
+    pub path: Option<String>,
     /// Raw [`crate::AddWatchMode`].
     pub mode: i32,
 }
@@ -329,13 +338,13 @@ pub struct AddWatchRequest {
 impl Record for AddWatchRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             mode: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         buf.write_i32(self.mode);
     }
 }
@@ -343,7 +352,9 @@ impl Record for AddWatchRequest {
 /// `checkWatches` and `removeWatches` share this shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchesRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper finds no watch to remove there, and
+    /// fails to check one.
+    pub path: Option<String>,
     /// Raw [`crate::WatcherType`].
     pub watcher_type: i32,
 }
@@ -354,13 +365,13 @@ pub type CheckWatchesRequest = WatchesRequest;
 impl Record for WatchesRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             watcher_type: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         buf.write_i32(self.watcher_type);
     }
 }
@@ -477,12 +488,14 @@ mod tests {
             prop_assert_eq!(round_trip(&v), v);
             let v = CheckVersionRequest { path: path.clone(), version: n };
             prop_assert_eq!(round_trip(&v), v);
-            let v = SyncRequest { path: path.clone() };
-            prop_assert_eq!(round_trip(&v), v);
-            let v = AddWatchRequest { path: path.clone(), mode: n };
-            prop_assert_eq!(round_trip(&v), v);
-            let v = WatchesRequest { path: path.clone(), watcher_type: n };
-            prop_assert_eq!(round_trip(&v), v);
+            for path in [Some(path.clone()), None] {
+                let v = SyncRequest { path: path.clone() };
+                prop_assert_eq!(round_trip(&v), v);
+                let v = AddWatchRequest { path: path.clone(), mode: n };
+                prop_assert_eq!(round_trip(&v), v);
+                let v = WatchesRequest { path, watcher_type: n };
+                prop_assert_eq!(round_trip(&v), v);
+            }
             let v = GetEphemeralsRequest { prefix: path.clone() };
             prop_assert_eq!(round_trip(&v), v);
             let v = GetAllChildrenNumberRequest { path: path.clone() };
@@ -496,7 +509,7 @@ mod tests {
         }
 
         #[test]
-        fn set_data_round_trips(v in arb_set_data_request()) {
+        fn set_data_round_trips(v in arb_set_data_request(arb_opt_path())) {
             prop_assert_eq!(round_trip(&v), v);
         }
 
@@ -572,7 +585,7 @@ mod tests {
         );
 
         let empty = SetDataRequest {
-            path: "/a".into(),
+            path: "/a".to_string(),
             data: Some(Bytes::new()),
             version: -1,
         };
@@ -587,6 +600,22 @@ mod tests {
         buf.write_bool(false);
         assert_eq!(
             PathAndWatch::from_bytes(buf.freeze()),
+            Err(DecodeError::UnexpectedNull("path"))
+        );
+    }
+
+    #[test]
+    fn a_null_set_data_path_is_kept_on_its_own_and_refused_in_a_multi() {
+        let mut buf = BytesMut::new();
+        buf.write_opt_string(None);
+        buf.write_buffer(b"x");
+        buf.write_i32(-1);
+        let bytes = buf.freeze();
+        let alone = SetDataRequest::<Option<String>>::from_bytes(bytes.clone()).unwrap();
+        assert_eq!(alone.path, None);
+        assert_eq!(alone.to_bytes(), bytes);
+        assert_eq!(
+            SetDataRequest::<String>::from_bytes(bytes),
             Err(DecodeError::UnexpectedNull("path"))
         );
     }

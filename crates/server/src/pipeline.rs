@@ -25,7 +25,8 @@ use jute::{
     AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
     ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response,
     GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse,
-    MultiResult, OpCode, ReadOp, Request, StatResponse, SyncResponse, WatcherType, WhoAmIResponse,
+    MultiResult, OpCode, ReadOp, Request, SetACLRequest, SetDataRequest, StatResponse,
+    SyncResponse, WatcherType, WhoAmIResponse,
 };
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{Outcome, Txn, TxnOp};
@@ -58,7 +59,8 @@ pub enum Step {
     /// leader had committed when it arrived (raft's read index).
     Sync {
         xid: i32,
-        path: String,
+        /// Echoed in the reply; `None` when the client sent null.
+        path: Option<String>,
         read_index: oneshot::Receiver<Option<u64>>,
     },
     /// A read that waits for the session's earlier writes.
@@ -160,23 +162,30 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             },
             ReplyShape::Empty,
         ),
-        Request::SetData(req) => write(
+        // A null path fails `PathUtils.validatePath` in ZooKeeper's prep
+        // stage, which logs an error txn.
+        Request::SetData(SetDataRequest { path: None, .. })
+        | Request::SetAcl(SetACLRequest { path: None, .. }) => {
+            refuse_write(ErrorCode::BadArguments)
+        }
+        Request::SetData(SetDataRequest {
+            path: Some(path),
+            data,
+            version,
+        }) => write(
             TxnOp::SetData {
-                path: req.path,
-                data: req.data,
-                version: req.version,
+                path,
+                data,
+                version,
             },
             ReplyShape::Stat,
         ),
-        Request::SetAcl(req) => match check_acl_schemes(shared, &req.acl) {
-            Ok(()) => write(
-                TxnOp::SetAcl {
-                    path: req.path,
-                    acl: req.acl,
-                    version: req.version,
-                },
-                ReplyShape::Stat,
-            ),
+        Request::SetAcl(SetACLRequest {
+            path: Some(path),
+            acl,
+            version,
+        }) => match check_acl_schemes(shared, &acl) {
+            Ok(()) => write(TxnOp::SetAcl { path, acl, version }, ReplyShape::Stat),
             Err(err) => refuse_write(err),
         },
         Request::Multi(ops) => {
@@ -402,7 +411,7 @@ fn multi_ops(shared: &Shared, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>
 }
 
 /// The reply to a `sync` whose read index this server has applied.
-pub fn sync_reply(shared: &Shared, xid: i32, path: String) -> Bytes {
+pub fn sync_reply(shared: &Shared, xid: i32, path: Option<String>) -> Bytes {
     reply::with_body(xid, shared.last_zxid(), &SyncResponse { path })
 }
 
@@ -572,7 +581,11 @@ fn answer_locked(
                 Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
                 None => return error(ErrorCode::MarshallingError),
             };
-            watches.add(connection, kind, &path);
+            // ZooKeeper files a null path's watch under a null key, which
+            // no event ever names: nothing to keep.
+            if let Some(path) = path {
+                watches.add(connection, kind, &path);
+            }
             // ZooKeeper answers addWatch with an ErrorResponse(0) body,
             // which the Java client reads.
             reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
@@ -583,12 +596,21 @@ fn answer_locked(
             let Some(watcher_type) = WatcherType::from_code(req.watcher_type) else {
                 return error(ErrorCode::MarshallingError);
             };
+            // A null path: ZooKeeper finds no watch to remove under it, and
+            // checking walks its parents, dereferencing it.
+            let Some(path) = req.path else {
+                return error(if removing {
+                    ErrorCode::NoWatcher
+                } else {
+                    ErrorCode::MarshallingError
+                });
+            };
             let mut found = false;
             for &kind in watch_kinds(watcher_type) {
                 found |= if removing {
-                    watches.remove(connection, kind, &req.path)
+                    watches.remove(connection, kind, &path)
                 } else {
-                    watches.contains(connection, kind, &req.path)
+                    watches.contains(connection, kind, &path)
                 };
             }
             let err = if found {
