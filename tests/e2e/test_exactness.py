@@ -22,7 +22,8 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
 from zkharness import ZK_CLI, wait_until
-from zkwire import CreateMode, Err, Op, Writer, create_body, multi_body, parse_multi
+from zkwire import (SET_WATCHES_XID, CreateMode, Err, Op, Writer, create_body, multi_body,
+                    parse_multi)
 
 ZKCLI_TIMEOUT = 120
 
@@ -361,6 +362,9 @@ def null_path_body(*rest):
     pytest.param(Op.create2, null_path_body(("buffer", b""), ("acls", [(31, "world", "anyone")]),
                                             ("int", 0)),
                  Err.MARSHALLINGERROR, id="create2"),
+    pytest.param(Op.multi, multi_body([(Op.setData, null_path_body(("buffer", b"x"),
+                                                                   ("int", -1)))]),
+                 Err.MARSHALLINGERROR, id="multi-setData"),
 ])
 def test_a_null_path_is_answered_per_op(server, raw_factory, op, body, err):
     c = raw_factory(server)
@@ -393,3 +397,51 @@ def test_add_watch_on_a_null_path_is_ok_and_never_fires(server, raw_factory, zk,
     zk.set(f"{root}/x", b"y")
     zk.delete(f"{root}/x")
     assert all(c.no_event(1.0) for c in clients)
+
+
+# ---------------------------------------------------------------- setWatches
+#
+# DataTree.setWatches iterates each list and looks every one-shot watch's
+# node up: a null list, or a null path in the data, exist or child list, is
+# a NullPointerException, so MarshallingError. A null path in a persistent
+# list is filed under a null key, which no event names.
+
+def set_watches_body(lists):
+    w = Writer().long(0)
+    for paths in lists:
+        if paths is None:
+            w.int(-1)
+            continue
+        w.int(len(paths))
+        for p in paths:
+            w.string(p)
+    return w.bytes()
+
+
+@pytest.mark.parametrize("op,lists", [
+    pytest.param(Op.setWatches, [None, [], []], id="v1-null-data-list"),
+    pytest.param(Op.setWatches, [[], [None], []], id="v1-null-exist-path"),
+    pytest.param(Op.setWatches2, [[], [], [None], [], []], id="v2-null-child-path"),
+    pytest.param(Op.setWatches2, [[], [], [], None, []], id="v2-null-persistent-list"),
+    pytest.param(Op.setWatches2, [[], [], [], [], None], id="v2-null-recursive-list"),
+])
+def test_set_watches_with_a_null_list_or_path_is_marshalling(server, raw_factory, op, lists):
+    c = raw_factory(server)
+    rep = c.request(op, set_watches_body(lists), xid=SET_WATCHES_XID)
+    assert rep.err == Err.MARSHALLINGERROR
+    assert c.exists("/")[0] == 0
+
+
+@pytest.mark.parametrize("lists", [
+    pytest.param([[], [], [], [None, "{root}"], []], id="persistent"),
+    pytest.param([[], [], [], ["{root}"], [None]], id="recursive"),
+])
+def test_set_watches2_takes_a_null_persistent_path(server, raw_factory, zk, root, lists):
+    """One per connection: ZooKeeper 3.8 meets the null in its watch-mode
+    table on the second (see ARCHITECTURE.md, departures)."""
+    c = raw_factory(server)
+    lists = [[p if p is None else p.format(root=root) for p in ps] for ps in lists]
+    assert c.request(Op.setWatches2, set_watches_body(lists), xid=SET_WATCHES_XID).err == 0
+    zk.set(root, b"changed")
+    assert c.next_event().path == root
+    assert c.no_event(0.5)

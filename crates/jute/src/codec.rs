@@ -169,6 +169,13 @@ impl Reader {
     pub fn read_string_vec(&mut self) -> Result<Vec<String>, DecodeError> {
         self.read_vec(4, Self::read_string)
     }
+
+    /// A vector of paths where ZooKeeper iterates the list and looks each
+    /// path up, so a null list or a null path is a decode error.
+    pub fn read_path_vec(&mut self) -> Result<Vec<String>, DecodeError> {
+        self.read_opt_vec(4, Self::read_path)?
+            .ok_or(DecodeError::UnexpectedNull("path list"))
+    }
 }
 
 /// How a record reads and writes a path: `String` where a null path is a

@@ -267,7 +267,8 @@ impl Record for AuthPacket {
 
 /// Re-registration of one-shot watches after a reconnect, sent with xid -8.
 /// The server fires at once any watch whose node changed after
-/// `relative_zxid`.
+/// `relative_zxid`. ZooKeeper looks every path of these lists up, so a null
+/// list or path is a decode error.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetWatches {
     pub relative_zxid: i64,
@@ -280,9 +281,9 @@ impl Record for SetWatches {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
+            data_watches: r.read_path_vec()?,
+            exist_watches: r.read_path_vec()?,
+            child_watches: r.read_path_vec()?,
         })
     }
 
@@ -309,11 +310,11 @@ impl Record for SetWatches2 {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
-            persistent_watches: r.read_string_vec()?,
-            persistent_recursive_watches: r.read_string_vec()?,
+            data_watches: r.read_path_vec()?,
+            exist_watches: r.read_path_vec()?,
+            child_watches: r.read_path_vec()?,
+            persistent_watches: read_persistent_paths(r)?,
+            persistent_recursive_watches: read_persistent_paths(r)?,
         })
     }
 
@@ -325,6 +326,16 @@ impl Record for SetWatches2 {
         buf.write_string_vec(&self.persistent_watches);
         buf.write_string_vec(&self.persistent_recursive_watches);
     }
+}
+
+/// A persistent watch list of `setWatches2`: a null list is a decode error,
+/// as for the others, but ZooKeeper files a null path's watch under a null
+/// key, which no event names, so a null path is dropped.
+fn read_persistent_paths(r: &mut Reader) -> Result<Vec<String>, DecodeError> {
+    let paths = r
+        .read_opt_vec(4, Reader::read_opt_string)?
+        .ok_or(DecodeError::UnexpectedNull("path list"))?;
+    Ok(paths.into_iter().flatten().collect())
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -565,6 +576,59 @@ mod tests {
         buf.write_string("/a");
         buf.write_i32(1 << 28);
         assert!(SetWatches::from_bytes(buf.freeze()).is_err());
+    }
+
+    #[test]
+    fn set_watches_refuse_null_lists_and_paths_but_persistent_paths() {
+        let body = |lists: [Option<&[Option<&str>]>; 5]| {
+            let mut buf = BytesMut::new();
+            buf.write_i64(0);
+            for list in lists {
+                match list {
+                    None => buf.write_i32(-1),
+                    Some(paths) => {
+                        buf.write_i32(paths.len() as i32);
+                        for path in paths {
+                            buf.write_opt_string(*path);
+                        }
+                    }
+                }
+            }
+            buf.freeze()
+        };
+        let (empty, null): (&[Option<&str>], &[Option<&str>]) = (&[], &[None]);
+        for at in 0..5 {
+            let mut lists = [Some(empty); 5];
+            lists[at] = None;
+            assert!(
+                SetWatches2::from_bytes(body(lists)).is_err(),
+                "null list {at}"
+            );
+            lists[at] = Some(null);
+            assert_eq!(
+                SetWatches2::from_bytes(body(lists)).is_ok(),
+                at >= 3,
+                "null path {at}"
+            );
+        }
+        let lists = [
+            Some(empty),
+            Some(empty),
+            Some(empty),
+            Some(&[None, Some("/a")]),
+            None,
+        ];
+        assert!(SetWatches2::from_bytes(body(lists)).is_err());
+        let lists = [
+            Some(empty),
+            Some(empty),
+            Some(empty),
+            Some(&[None, Some("/a")]),
+            Some(null),
+        ];
+        let req = SetWatches2::from_bytes(body(lists)).unwrap();
+        assert_eq!(req.persistent_watches, ["/a"]);
+        assert!(req.persistent_recursive_watches.is_empty());
     }
 
     #[test]
