@@ -445,3 +445,16 @@ def test_set_watches2_takes_a_null_persistent_path(server, raw_factory, zk, root
     zk.set(root, b"changed")
     assert c.next_event().path == root
     assert c.no_event(0.5)
+
+
+# ---------------------------------------------------------------- exists watches
+
+@pytest.mark.parametrize("path", ["rel", "{root}/a/", "{root}//b"])
+def test_an_exists_watch_on_a_missing_invalid_path_is_kept(server, raw_factory, root, path):
+    """DataTree.statNode adds the watch for any path without a NUL, valid
+    or not, before it finds no node."""
+    path = path.format(root=root)
+    c = raw_factory(server)
+    assert c.exists(path, watch=True)[0] == Err.NONODE
+    assert c.remove_watches(path, 2) == 0
+    assert c.remove_watches(path, 2) == Err.NOWATCHER

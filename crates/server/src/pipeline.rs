@@ -501,7 +501,10 @@ fn answer_locked(
             }
             Err(ErrorCode::NoNode) => {
                 // An exists watch on a missing node waits for its creation.
-                if req.watch && tree::validate_path(&req.path).is_ok() {
+                // ZooKeeper's `statNode` adds it before looking the path
+                // up, so an invalid path (but for a NUL, refused earlier)
+                // keeps one too, which removeWatches finds.
+                if req.watch {
                     watches.add(connection, WatchKind::Data, &req.path);
                 }
                 error(ErrorCode::NoNode)
