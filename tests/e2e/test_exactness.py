@@ -458,3 +458,59 @@ def test_an_exists_watch_on_a_missing_invalid_path_is_kept(server, raw_factory, 
     assert c.exists(path, watch=True)[0] == Err.NONODE
     assert c.remove_watches(path, 2) == 0
     assert c.remove_watches(path, 2) == Err.NOWATCHER
+
+
+# ---------------------------------------------------------------- sasl ACLs
+#
+# Without a SASL provider ZooKeeper has no `sasl` scheme, so fixupACL finds
+# such an id invalid: InvalidAcl, but only where fixupACL runs (after the
+# flags, TTL, session and path checks of a create; after validatePath for
+# setACL; before the parent or node is looked up).
+
+SASL_ACL = [(31, "sasl", "alice")]
+
+
+@pytest.mark.parametrize("op,path,flags,ttl,err", [
+    pytest.param(Op.create2, "rel", 0, None, Err.BADARGUMENTS, id="relative-path"),
+    pytest.param(Op.create2, "{root}/x", 9, None, Err.BADARGUMENTS, id="bad-flags"),
+    pytest.param(Op.createTTL, "{root}/x", CreateMode.PERSISTENT_WITH_TTL, 0,
+                 Err.BADARGUMENTS, id="bad-ttl"),
+    pytest.param(Op.create2, "{root}/x", 0, None, Err.INVALIDACL, id="valid"),
+    pytest.param(Op.create2, "{root}/missing/x", 0, None, Err.INVALIDACL, id="no-parent"),
+])
+def test_a_sasl_acl_without_sasl_is_refused_where_fixup_acl_runs(
+        server, raw_factory, root, op, path, flags, ttl, err):
+    c = raw_factory(server)
+    body = create_body(path.format(root=root), b"", SASL_ACL, flags, ttl)
+    assert c.request(op, body).err == err
+
+
+def test_a_sasl_acl_without_sasl_comes_after_the_ttl_switch(no_ttl_server, raw_factory):
+    c = raw_factory(no_ttl_server)
+    body = create_body("/t", b"", SASL_ACL, CreateMode.PERSISTENT_WITH_TTL, 1000)
+    assert c.request(Op.createTTL, body).err == Err.UNIMPLEMENTED
+
+
+@pytest.mark.parametrize("path,err", [
+    pytest.param("{root}/", Err.BADARGUMENTS, id="invalid-path"),
+    pytest.param("{root}/missing", Err.INVALIDACL, id="missing-node"),
+    pytest.param("{root}", Err.INVALIDACL, id="existing-node"),
+])
+def test_set_acl_with_a_sasl_acl_without_sasl(server, raw_factory, root, path, err):
+    c = raw_factory(server)
+    body = Writer().string(path.format(root=root)).acls(SASL_ACL).int(-1).bytes()
+    assert c.request(Op.setACL, body).err == err
+
+
+def test_a_sasl_acl_without_sasl_fails_its_multi_op(server, raw_factory, zk, root):
+    c = raw_factory(server)
+    ops = [(Op.create, create_body(f"{root}/ok", b"")),
+           (Op.create, create_body(f"{root}/sasl", b"", SASL_ACL)),
+           (Op.create, create_body("rel", b"", SASL_ACL))]
+    rep = c.request(Op.multi, multi_body(ops))
+    assert rep.err == 0
+    assert parse_multi(rep.reader()) == [("error", 0), ("error", Err.INVALIDACL),
+                                         ("error", Err.RUNTIMEINCONSISTENCY)]
+    rep = c.request(Op.multi, multi_body(ops[2:]))
+    assert parse_multi(rep.reader()) == [("error", Err.BADARGUMENTS)]
+    assert zk.exists(f"{root}/ok") is None
