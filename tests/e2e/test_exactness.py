@@ -22,8 +22,8 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
 from zkharness import ZK_CLI, wait_until
-from zkwire import (SET_WATCHES_XID, CreateMode, Err, Op, Writer, create_body, multi_body,
-                    parse_multi)
+from zkwire import (SET_WATCHES_XID, CreateMode, Err, Op, Writer, create_body, four_letter,
+                    multi_body, parse_multi)
 
 ZKCLI_TIMEOUT = 120
 
@@ -514,3 +514,15 @@ def test_a_sasl_acl_without_sasl_fails_its_multi_op(server, raw_factory, zk, roo
     rep = c.request(Op.multi, multi_body(ops[2:]))
     assert parse_multi(rep.reader()) == [("error", Err.BADARGUMENTS)]
     assert zk.exists(f"{root}/ok") is None
+
+
+# ---------------------------------------------------------------- configuration
+
+@pytest.mark.parametrize("min_timeout,configured,granted", [("-1", 4000, 4000), ("-2", -2, 100)])
+def test_only_minus_one_means_the_default_min_session_timeout(
+        server_factory, raw_factory, min_timeout, configured, granted):
+    """QuorumPeerConfig: -1 is 2 ticks; any other value, even negative, is
+    taken as given, so a short request is granted as asked."""
+    s = server_factory({"minSessionTimeout": min_timeout})
+    assert f"minSessionTimeout={configured}\n" in four_letter(s.host, s.port, "conf")
+    assert raw_factory(s, timeout_ms=100).negotiated_timeout == granted

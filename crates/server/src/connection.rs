@@ -114,7 +114,7 @@ async fn run(
     remote: SocketAddr,
 ) -> Result<(), ConnectionError> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let handshake_timeout = Duration::from_millis(u64::from(shared.config.max_session_timeout_ms));
+    let handshake_timeout = shared.config.handshake_timeout();
     let first = tokio::time::timeout(handshake_timeout, async {
         while buf.len() < 4 {
             if reader.read_buf(&mut buf).await? == 0 {
@@ -254,7 +254,7 @@ async fn establish(
             Some(password) if password == connect.password => {
                 shared.sessions.track(
                     connect.session_id,
-                    Duration::from_millis(timeout_ms as u64),
+                    crate::session::session_timeout(timeout_ms),
                     Instant::now(),
                 );
                 if let Some((ensemble, network)) = &shared.peers {

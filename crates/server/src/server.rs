@@ -414,7 +414,7 @@ fn start_serving(shared: &Shared, started: Instant) {
     for (id, timeout_ms) in &recovered {
         shared
             .sessions
-            .track(*id, Duration::from_millis(*timeout_ms as u64), now);
+            .track(*id, crate::session::session_timeout(*timeout_ms), now);
     }
     shared
         .serving
