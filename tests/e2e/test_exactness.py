@@ -526,3 +526,20 @@ def test_only_minus_one_means_the_default_min_session_timeout(
     s = server_factory({"minSessionTimeout": min_timeout})
     assert f"minSessionTimeout={configured}\n" in four_letter(s.host, s.port, "conf")
     assert raw_factory(s, timeout_ms=100).negotiated_timeout == granted
+
+
+def test_a_super_digest_without_a_colon_starts_and_never_matches(server_factory, raw_factory):
+    """DigestAuthenticationProvider compares the client's `user:hash` id
+    with superDigest as given: without a colon nothing ever equals it."""
+    s = server_factory({"DigestAuthenticationProvider.superDigest": "nocolon"})
+    owner = raw_factory(s)
+    assert owner.add_auth("digest", b"alice:pw") == 0
+    alice_only = [(31, "digest", digest_of("alice:pw"))]
+    assert owner.create("/secret", b"x", acl=alice_only)[0] == 0
+    for credentials in (b"nocolon", b"nocolon:", b""):
+        c = raw_factory(s)
+        assert c.add_auth("digest", credentials) == 0
+        assert c.get_data("/secret")[0] == Err.NOAUTH
+        assert "super" not in [scheme for scheme, _ in c.who_am_i()[1]]
+    if s.kind == "paddock":
+        assert "superDigest has no colon" in s.stderr_tail()

@@ -42,7 +42,9 @@ pub struct ServerConfig {
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
-    /// `user:base64(sha1(user:password))` of the superuser.
+    /// `user:base64(sha1(user:password))` of the superuser. Taken as given,
+    /// as ZooKeeper does: one without a colon never matches (see
+    /// [`ServerConfig::warnings`]).
     pub super_digest: Option<String>,
     /// A JAAS file with a `Server` section listing SASL users.
     pub jaas_config: Option<PathBuf>,
@@ -231,9 +233,6 @@ impl ServerConfig {
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
                 "DigestAuthenticationProvider.superDigest" => {
-                    if !value.contains(':') {
-                        return Err(invalid(raw_key, value, "expected user:base64-sha1-digest"));
-                    }
                     config.super_digest = Some(value.clone())
                 }
                 "jaasLoginConfig" | "java.security.auth.login.config" => {
@@ -311,6 +310,24 @@ impl ServerConfig {
             ));
         }
         Ok(config)
+    }
+
+    /// What is accepted, as ZooKeeper accepts it, but cannot be what the
+    /// operator meant: one line each, to log at start-up.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self
+            .super_digest
+            .as_deref()
+            .is_some_and(|d| !d.contains(':'))
+        {
+            warnings.push(
+                "DigestAuthenticationProvider.superDigest has no colon, so no credentials will \
+                 ever match it and there is no superuser; expected user:base64-sha1-digest"
+                    .to_string(),
+            );
+        }
+        warnings
     }
 
     /// The timeout a client gets: what it asked for, within [min, max].
@@ -486,6 +503,18 @@ mod tests {
             config("maxSessionTimeout=-7").is_err(),
             "below the default minimum"
         );
+    }
+
+    #[test]
+    fn a_super_digest_without_a_colon_is_taken_with_a_warning() {
+        let c = config("DigestAuthenticationProvider.superDigest=nocolon").unwrap();
+        assert_eq!(c.super_digest.as_deref(), Some("nocolon"));
+        let warnings = c.warnings();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("superDigest"),
+            "{warnings:?}"
+        );
+        assert!(config("").unwrap().warnings().is_empty());
     }
 
     #[test]

@@ -85,6 +85,9 @@ pub async fn run(
         })?,
         None => None,
     };
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     if !config.ignored_keys.is_empty() {
         tracing::info!(keys = ?config.ignored_keys, "configuration keys this server does not use");
     }
