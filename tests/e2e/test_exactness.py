@@ -22,7 +22,8 @@ from kazoo.exceptions import NoAuthError
 from kazoo.security import make_acl
 
 from zkharness import ZK_CLI, wait_until
-from zkwire import CreateMode, Err, Op, Writer, create_body, multi_body, parse_multi
+from zkwire import (SET_WATCHES_XID, CreateMode, Err, Op, Writer, create_body, four_letter,
+                    multi_body, parse_multi)
 
 ZKCLI_TIMEOUT = 120
 
@@ -236,3 +237,309 @@ def test_a_path_that_is_not_utf8_is_a_bad_path_not_a_bad_packet(server, raw_fact
     assert c.request(Op.create2, body).err == Err.BADARGUMENTS
     assert c.request(Op.getData, Writer().buffer(path).bool(False).bytes()).err == Err.NONODE
     assert c.create(f"{root}/fine")[0] == 0
+
+
+# ---------------------------------------------------------------- SASL
+#
+# ZooKeeperServer.processSasl: the token is dereferenced before anything
+# else (a null one ends the connection unanswered); without a JAAS Server
+# section there is no SaslServer and the NullPointerException it meets is
+# caught, so the answer is OK with a null token; a failure of the
+# DIGEST-MD5 server is AuthFailed with a null token, then the close.
+
+NULL_TOKEN = b"\xff\xff\xff\xff"
+
+
+@pytest.fixture
+def jaas_server(server_factory, tmp_path):
+    from test_sasl import JAAS
+    jaas = tmp_path / "jaas.conf"
+    jaas.write_text(JAAS)
+    return server_factory({"jaasLoginConfig": str(jaas)})
+
+
+def sasl_body(token):
+    return Writer().buffer(token).bytes()
+
+
+def assert_sasl_refused(c, token):
+    rep = c.request(Op.sasl, sasl_body(token))
+    assert (rep.err, rep.body) == (Err.AUTHFAILED, NULL_TOKEN)
+    assert c.wait_closed(5)
+
+
+def test_sasl_without_jaas_answers_ok_with_a_null_token(server, raw_factory, root):
+    c = raw_factory(server)
+    for token in (b"", b"anything"):
+        rep = c.request(Op.sasl, sasl_body(token))
+        assert (rep.err, rep.body) == (0, NULL_TOKEN)
+    assert not c.wait_closed(0.5)
+    assert c.create(f"{root}/after-sasl")[0] == 0
+    assert c.who_am_i() == (0, [("ip", "127.0.0.1")])
+
+
+@pytest.mark.parametrize("target", ["server", "jaas_server"])
+def test_a_null_sasl_token_closes_the_connection_unanswered(target, request, raw_factory):
+    c = raw_factory(request.getfixturevalue(target))
+    xid = c.submit(Op.sasl, sasl_body(None))
+    assert c.wait_closed(5)
+    assert not [f for f in c.frames if f[0] == "reply" and f[1].xid == xid]
+
+
+def digest_md5_response(user, password, challenge):
+    import puresasl.client
+    cli = puresasl.client.SASLClient(host="zk-sasl-md5", service="zookeeper",
+                                     mechanism="DIGEST-MD5", username=user,
+                                     password=password)
+    return cli.process(challenge=challenge)
+
+
+def test_a_wrong_sasl_password_is_auth_failed_with_a_null_token(jaas_server, raw_factory):
+    c = raw_factory(jaas_server)
+    challenge = c.request(Op.sasl, sasl_body(b"")).reader().buffer()
+    assert_sasl_refused(c, digest_md5_response("alice", "wrong", challenge))
+
+
+def test_a_first_sasl_token_is_ignored(jaas_server, raw_factory):
+    """Java's DIGEST-MD5 server ignores an initial response (RFC 2831
+    subsequent authentication, which it does not support) and challenges."""
+    c = raw_factory(jaas_server)
+    rep = c.request(Op.sasl, sasl_body(b'username="alice"'))
+    assert rep.err == 0
+    challenge = rep.reader().buffer()
+    assert b"nonce=" in challenge
+    rep = c.request(Op.sasl, sasl_body(digest_md5_response("alice", "secret", challenge)))
+    assert rep.err == 0 and rep.reader().buffer().startswith(b"rspauth=")
+    assert ("sasl", "alice") in c.who_am_i()[1]
+
+
+def test_a_sasl_token_over_4096_bytes_fails(jaas_server, raw_factory):
+    """DigestMD5Server.evaluateResponse refuses longer responses."""
+    c = raw_factory(jaas_server)
+    assert c.request(Op.sasl, sasl_body(b"x" * 4096)).err == 0
+    assert_sasl_refused(c, b"x" * 4097)
+
+
+def test_sasl_after_a_completed_exchange_fails(jaas_server, raw_factory):
+    """A completed DIGEST-MD5 server is "at illegal state"."""
+    c = raw_factory(jaas_server)
+    assert c.sasl_digest_md5("alice", "secret") == 0
+    assert_sasl_refused(c, b"")
+
+
+# ---------------------------------------------------------------- null paths
+#
+# A path of length -1 is Java's null, and each handler meets it its own
+# way: PathUtils.validatePath(null) is BadArguments (setData, setACL); sync
+# echoes it; addWatch stores a watch no event ever names; removeWatches
+# finds none. Every other handler dereferences it: MarshallingError.
+
+NULL_PATH = None
+
+
+def null_path_body(*rest):
+    w = Writer().string(NULL_PATH)
+    for kind, value in rest:
+        getattr(w, kind)(value)
+    return w.bytes()
+
+
+@pytest.mark.parametrize("op,body,err", [
+    pytest.param(Op.setData, null_path_body(("buffer", b"x"), ("int", -1)),
+                 Err.BADARGUMENTS, id="setData"),
+    pytest.param(Op.setACL, null_path_body(("acls", [(31, "world", "anyone")]), ("int", -1)),
+                 Err.BADARGUMENTS, id="setACL"),
+    pytest.param(Op.removeWatches, null_path_body(("int", 3)), Err.NOWATCHER,
+                 id="removeWatches"),
+    pytest.param(Op.checkWatches, null_path_body(("int", 3)), Err.MARSHALLINGERROR,
+                 id="checkWatches"),
+    pytest.param(Op.getData, null_path_body(("bool", False)), Err.MARSHALLINGERROR,
+                 id="getData"),
+    pytest.param(Op.exists, null_path_body(("bool", True)), Err.MARSHALLINGERROR,
+                 id="exists"),
+    pytest.param(Op.getACL, null_path_body(), Err.MARSHALLINGERROR, id="getACL"),
+    pytest.param(Op.delete, null_path_body(("int", -1)), Err.MARSHALLINGERROR, id="delete"),
+    pytest.param(Op.create2, null_path_body(("buffer", b""), ("acls", [(31, "world", "anyone")]),
+                                            ("int", 0)),
+                 Err.MARSHALLINGERROR, id="create2"),
+    pytest.param(Op.multi, multi_body([(Op.setData, null_path_body(("buffer", b"x"),
+                                                                   ("int", -1)))]),
+                 Err.MARSHALLINGERROR, id="multi-setData"),
+])
+def test_a_null_path_is_answered_per_op(server, raw_factory, op, body, err):
+    c = raw_factory(server)
+    assert c.request(op, body).err == err
+    assert c.exists("/")[0] == 0
+
+
+def test_a_null_path_set_data_is_bad_arguments_through_the_log(server_factory, raw_factory):
+    """validatePath fails in the prep stage, which logs an error txn."""
+    c = raw_factory(server_factory())
+    _, _, st = c.create("/a")
+    rep = c.request(Op.setData, null_path_body(("buffer", b"x"), ("int", -1)))
+    assert (rep.err, rep.zxid) == (Err.BADARGUMENTS, st.czxid + 1)
+
+
+def test_sync_echoes_a_null_path(server, raw_factory):
+    rep = raw_factory(server).request(Op.sync, null_path_body())
+    assert (rep.err, rep.body) == (0, NULL_TOKEN)
+
+
+def test_add_watch_on_a_null_path_is_ok_and_never_fires(server, raw_factory, zk, root):
+    """One per connection: ZooKeeper 3.8 meets the null in its watch-mode
+    table on the second (see ARCHITECTURE.md, departures)."""
+    clients = [raw_factory(server) for _ in range(2)]
+    for mode, c in enumerate(clients):
+        # an unknown mode is refused first
+        assert c.request(Op.addWatch, null_path_body(("int", 7))).err == Err.MARSHALLINGERROR
+        assert c.request(Op.addWatch, null_path_body(("int", mode))).err == 0
+    zk.create(f"{root}/x", b"")
+    zk.set(f"{root}/x", b"y")
+    zk.delete(f"{root}/x")
+    assert all(c.no_event(1.0) for c in clients)
+
+
+# ---------------------------------------------------------------- setWatches
+#
+# DataTree.setWatches iterates each list and looks every one-shot watch's
+# node up: a null list, or a null path in the data, exist or child list, is
+# a NullPointerException, so MarshallingError. A null path in a persistent
+# list is filed under a null key, which no event names.
+
+def set_watches_body(lists):
+    w = Writer().long(0)
+    for paths in lists:
+        if paths is None:
+            w.int(-1)
+            continue
+        w.int(len(paths))
+        for p in paths:
+            w.string(p)
+    return w.bytes()
+
+
+@pytest.mark.parametrize("op,lists", [
+    pytest.param(Op.setWatches, [None, [], []], id="v1-null-data-list"),
+    pytest.param(Op.setWatches, [[], [None], []], id="v1-null-exist-path"),
+    pytest.param(Op.setWatches2, [[], [], [None], [], []], id="v2-null-child-path"),
+    pytest.param(Op.setWatches2, [[], [], [], None, []], id="v2-null-persistent-list"),
+    pytest.param(Op.setWatches2, [[], [], [], [], None], id="v2-null-recursive-list"),
+])
+def test_set_watches_with_a_null_list_or_path_is_marshalling(server, raw_factory, op, lists):
+    c = raw_factory(server)
+    rep = c.request(op, set_watches_body(lists), xid=SET_WATCHES_XID)
+    assert rep.err == Err.MARSHALLINGERROR
+    assert c.exists("/")[0] == 0
+
+
+@pytest.mark.parametrize("lists", [
+    pytest.param([[], [], [], [None, "{root}"], []], id="persistent"),
+    pytest.param([[], [], [], ["{root}"], [None]], id="recursive"),
+])
+def test_set_watches2_takes_a_null_persistent_path(server, raw_factory, zk, root, lists):
+    """One per connection: ZooKeeper 3.8 meets the null in its watch-mode
+    table on the second (see ARCHITECTURE.md, departures)."""
+    c = raw_factory(server)
+    lists = [[p if p is None else p.format(root=root) for p in ps] for ps in lists]
+    assert c.request(Op.setWatches2, set_watches_body(lists), xid=SET_WATCHES_XID).err == 0
+    zk.set(root, b"changed")
+    assert c.next_event().path == root
+    assert c.no_event(0.5)
+
+
+# ---------------------------------------------------------------- exists watches
+
+@pytest.mark.parametrize("path", ["rel", "{root}/a/", "{root}//b"])
+def test_an_exists_watch_on_a_missing_invalid_path_is_kept(server, raw_factory, root, path):
+    """DataTree.statNode adds the watch for any path without a NUL, valid
+    or not, before it finds no node."""
+    path = path.format(root=root)
+    c = raw_factory(server)
+    assert c.exists(path, watch=True)[0] == Err.NONODE
+    assert c.remove_watches(path, 2) == 0
+    assert c.remove_watches(path, 2) == Err.NOWATCHER
+
+
+# ---------------------------------------------------------------- sasl ACLs
+#
+# Without a SASL provider ZooKeeper has no `sasl` scheme, so fixupACL finds
+# such an id invalid: InvalidAcl, but only where fixupACL runs (after the
+# flags, TTL, session and path checks of a create; after validatePath for
+# setACL; before the parent or node is looked up).
+
+SASL_ACL = [(31, "sasl", "alice")]
+
+
+@pytest.mark.parametrize("op,path,flags,ttl,err", [
+    pytest.param(Op.create2, "rel", 0, None, Err.BADARGUMENTS, id="relative-path"),
+    pytest.param(Op.create2, "{root}/x", 9, None, Err.BADARGUMENTS, id="bad-flags"),
+    pytest.param(Op.createTTL, "{root}/x", CreateMode.PERSISTENT_WITH_TTL, 0,
+                 Err.BADARGUMENTS, id="bad-ttl"),
+    pytest.param(Op.create2, "{root}/x", 0, None, Err.INVALIDACL, id="valid"),
+    pytest.param(Op.create2, "{root}/missing/x", 0, None, Err.INVALIDACL, id="no-parent"),
+])
+def test_a_sasl_acl_without_sasl_is_refused_where_fixup_acl_runs(
+        server, raw_factory, root, op, path, flags, ttl, err):
+    c = raw_factory(server)
+    body = create_body(path.format(root=root), b"", SASL_ACL, flags, ttl)
+    assert c.request(op, body).err == err
+
+
+def test_a_sasl_acl_without_sasl_comes_after_the_ttl_switch(no_ttl_server, raw_factory):
+    c = raw_factory(no_ttl_server)
+    body = create_body("/t", b"", SASL_ACL, CreateMode.PERSISTENT_WITH_TTL, 1000)
+    assert c.request(Op.createTTL, body).err == Err.UNIMPLEMENTED
+
+
+@pytest.mark.parametrize("path,err", [
+    pytest.param("{root}/", Err.BADARGUMENTS, id="invalid-path"),
+    pytest.param("{root}/missing", Err.INVALIDACL, id="missing-node"),
+    pytest.param("{root}", Err.INVALIDACL, id="existing-node"),
+])
+def test_set_acl_with_a_sasl_acl_without_sasl(server, raw_factory, root, path, err):
+    c = raw_factory(server)
+    body = Writer().string(path.format(root=root)).acls(SASL_ACL).int(-1).bytes()
+    assert c.request(Op.setACL, body).err == err
+
+
+def test_a_sasl_acl_without_sasl_fails_its_multi_op(server, raw_factory, zk, root):
+    c = raw_factory(server)
+    ops = [(Op.create, create_body(f"{root}/ok", b"")),
+           (Op.create, create_body(f"{root}/sasl", b"", SASL_ACL)),
+           (Op.create, create_body("rel", b"", SASL_ACL))]
+    rep = c.request(Op.multi, multi_body(ops))
+    assert rep.err == 0
+    assert parse_multi(rep.reader()) == [("error", 0), ("error", Err.INVALIDACL),
+                                         ("error", Err.RUNTIMEINCONSISTENCY)]
+    rep = c.request(Op.multi, multi_body(ops[2:]))
+    assert parse_multi(rep.reader()) == [("error", Err.BADARGUMENTS)]
+    assert zk.exists(f"{root}/ok") is None
+
+
+# ---------------------------------------------------------------- configuration
+
+@pytest.mark.parametrize("min_timeout,configured,granted", [("-1", 4000, 4000), ("-2", -2, 100)])
+def test_only_minus_one_means_the_default_min_session_timeout(
+        server_factory, raw_factory, min_timeout, configured, granted):
+    """QuorumPeerConfig: -1 is 2 ticks; any other value, even negative, is
+    taken as given, so a short request is granted as asked."""
+    s = server_factory({"minSessionTimeout": min_timeout})
+    assert f"minSessionTimeout={configured}\n" in four_letter(s.host, s.port, "conf")
+    assert raw_factory(s, timeout_ms=100).negotiated_timeout == granted
+
+
+def test_a_super_digest_without_a_colon_starts_and_never_matches(server_factory, raw_factory):
+    """DigestAuthenticationProvider compares the client's `user:hash` id
+    with superDigest as given: without a colon nothing ever equals it."""
+    s = server_factory({"DigestAuthenticationProvider.superDigest": "nocolon"})
+    owner = raw_factory(s)
+    assert owner.add_auth("digest", b"alice:pw") == 0
+    alice_only = [(31, "digest", digest_of("alice:pw"))]
+    assert owner.create("/secret", b"x", acl=alice_only)[0] == 0
+    for credentials in (b"nocolon", b"nocolon:", b""):
+        c = raw_factory(s)
+        assert c.add_auth("digest", credentials) == 0
+        assert c.get_data("/secret")[0] == Err.NOAUTH
+        assert "super" not in [scheme for scheme, _ in c.who_am_i()[1]]
+    if s.kind == "paddock":
+        assert "superDigest has no colon" in s.stderr_tail()

@@ -304,7 +304,7 @@ impl Client {
         let data = data.into_data();
         let sent = self.server_path(path).map(|server_path| {
             let request = Request::SetData(SetDataRequest {
-                path: server_path,
+                path: Some(server_path),
                 data,
                 version: ops::version(version),
             });
@@ -330,7 +330,7 @@ impl Client {
     pub fn set_acl(&self, path: &str, acl: &[Acl], version: Option<i32>) -> Call<Stat> {
         let sent = self.server_path(path).map(|server_path| {
             let request = Request::SetAcl(SetACLRequest {
-                path: server_path,
+                path: Some(server_path),
                 acl: acl.to_vec(),
                 version: ops::version(version),
             });
@@ -421,7 +421,9 @@ impl Client {
     /// every write committed before the call, so a read after it sees them.
     pub fn sync(&self, path: &str) -> Call<()> {
         let sent = self.server_path(path).map(|server_path| {
-            let request = Request::Sync(SyncRequest { path: server_path });
+            let request = Request::Sync(SyncRequest {
+                path: Some(server_path),
+            });
             self.send(&request, None, path)
         });
         Call::new(async move { sent?.ok().await.map(drop) })
@@ -516,7 +518,7 @@ impl Client {
                 sink: WatchSink::Stream(tx),
             };
             let request = Request::AddWatch(AddWatchRequest {
-                path: server_path,
+                path: Some(server_path),
                 mode: mode.code(),
             });
             (self.send(&request, Some(reg), path), rx)
@@ -546,7 +548,7 @@ impl Client {
         let shared = self.inner.shared.clone();
         let sent = self.server_path(path).map(|server_path| {
             let request = Request::RemoveWatches(WatchesRequest {
-                path: server_path.clone(),
+                path: Some(server_path.clone()),
                 watcher_type: watcher_type.code(),
             });
             (self.send(&request, None, path), server_path)
@@ -565,7 +567,7 @@ impl Client {
     pub fn check_watches(&self, path: &str, watcher_type: WatcherType) -> Call<()> {
         let sent = self.server_path(path).map(|server_path| {
             let request = Request::CheckWatches(WatchesRequest {
-                path: server_path,
+                path: Some(server_path),
                 watcher_type: watcher_type.code(),
             });
             self.send(&request, None, path)

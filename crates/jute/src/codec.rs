@@ -169,6 +169,41 @@ impl Reader {
     pub fn read_string_vec(&mut self) -> Result<Vec<String>, DecodeError> {
         self.read_vec(4, Self::read_string)
     }
+
+    /// A vector of paths where ZooKeeper iterates the list and looks each
+    /// path up, so a null list or a null path is a decode error.
+    pub fn read_path_vec(&mut self) -> Result<Vec<String>, DecodeError> {
+        self.read_opt_vec(4, Self::read_path)?
+            .ok_or(DecodeError::UnexpectedNull("path list"))
+    }
+}
+
+/// How a record reads and writes a path: `String` where a null path is a
+/// decode error ([`Reader::read_path`]), `Option<String>` where the server
+/// answers a null path itself.
+pub trait PathField: Sized {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError>;
+    fn write(&self, buf: &mut BytesMut);
+}
+
+impl PathField for String {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError> {
+        r.read_path()
+    }
+
+    fn write(&self, buf: &mut BytesMut) {
+        buf.write_string(self);
+    }
+}
+
+impl PathField for Option<String> {
+    fn read(r: &mut Reader) -> Result<Self, DecodeError> {
+        r.read_opt_string()
+    }
+
+    fn write(&self, buf: &mut BytesMut) {
+        buf.write_opt_string(self.as_deref());
+    }
 }
 
 /// Writing primitives onto a growable buffer.

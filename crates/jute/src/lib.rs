@@ -36,7 +36,7 @@ mod types;
 #[cfg(test)]
 mod testing;
 
-pub use codec::{jute_len, DecodeError, Reader, Record, WriteExt};
+pub use codec::{jute_len, DecodeError, PathField, Reader, Record, WriteExt};
 pub use error::ErrorCode;
 pub use frame::{
     decode_frame, encode_frame, encode_reply, encode_reply_header, encode_watcher_event,

@@ -32,7 +32,7 @@ pub enum Request {
     Delete(DeleteRequest),
     Exists(PathAndWatch),
     GetData(PathAndWatch),
-    SetData(SetDataRequest),
+    SetData(SetDataRequest<Option<String>>),
     GetAcl(GetACLRequest),
     SetAcl(SetACLRequest),
     GetChildren(PathAndWatch),

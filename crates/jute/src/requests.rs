@@ -9,12 +9,16 @@
 //! buffer as null and answers it as null (Kafka reads a null
 //! `/latest_producer_id_block` as "no block yet"); so does
 //! [`ReconfigRequest`], where null means "not specified". A null path is a
-//! decode error ([`Reader::read_path`]); other nulls decode as empty, which
-//! is how ZooKeeper's own handlers end up treating them.
+//! decode error ([`Reader::read_path`]), as ZooKeeper's handlers dereference
+//! it, except in the records of setData, setACL, sync, addWatch and
+//! removeWatches/checkWatches, whose handlers answer it otherwise: those keep
+//! it as `None` for the server to answer. Other nulls decode as empty, which
+//! is how ZooKeeper's own handlers end up treating them, unless a field says
+//! otherwise.
 
 use bytes::{Bytes, BytesMut};
 
-use crate::codec::{DecodeError, Reader, Record, WriteExt};
+use crate::codec::{DecodeError, PathField, Reader, Record, WriteExt};
 use crate::types::Acl;
 
 /// `create`, `create2` and `createContainer` all carry this record; the
@@ -126,25 +130,28 @@ impl Record for PathAndWatch {
     }
 }
 
+/// `setData`. The path is `Option<String>` in the request on its own,
+/// whose null path ZooKeeper answers with BadArguments, and `String` (the
+/// default) inside a multi, where a null path is a marshalling error.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SetDataRequest {
-    pub path: String,
+pub struct SetDataRequest<P = String> {
+    pub path: P,
     /// `None` is null data, kept apart from empty.
     pub data: Option<Bytes>,
     pub version: i32,
 }
 
-impl Record for SetDataRequest {
+impl<P: PathField> Record for SetDataRequest<P> {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: P::read(r)?,
             data: r.read_buffer()?,
             version: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        self.path.write(buf);
         buf.write_opt_buffer(self.data.as_deref());
         buf.write_i32(self.version);
     }
@@ -169,7 +176,8 @@ impl Record for GetACLRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetACLRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper answers BadArguments.
+    pub path: Option<String>,
     pub acl: Vec<Acl>,
     /// Expected `aversion`; -1 matches any.
     pub version: i32,
@@ -178,14 +186,14 @@ pub struct SetACLRequest {
 impl Record for SetACLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             acl: Acl::decode_vec(r)?,
             version: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         Acl::encode_vec(&self.acl, buf);
         buf.write_i32(self.version);
     }
@@ -214,18 +222,19 @@ impl Record for CheckVersionRequest {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper syncs all the same and echoes it.
+    pub path: Option<String>,
 }
 
 impl Record for SyncRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
     }
 }
 
@@ -258,7 +267,8 @@ impl Record for AuthPacket {
 
 /// Re-registration of one-shot watches after a reconnect, sent with xid -8.
 /// The server fires at once any watch whose node changed after
-/// `relative_zxid`.
+/// `relative_zxid`. ZooKeeper looks every path of these lists up, so a null
+/// list or path is a decode error.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SetWatches {
     pub relative_zxid: i64,
@@ -271,9 +281,9 @@ impl Record for SetWatches {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
+            data_watches: r.read_path_vec()?,
+            exist_watches: r.read_path_vec()?,
+            child_watches: r.read_path_vec()?,
         })
     }
 
@@ -300,11 +310,11 @@ impl Record for SetWatches2 {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
             relative_zxid: r.read_i64()?,
-            data_watches: r.read_string_vec()?,
-            exist_watches: r.read_string_vec()?,
-            child_watches: r.read_string_vec()?,
-            persistent_watches: r.read_string_vec()?,
-            persistent_recursive_watches: r.read_string_vec()?,
+            data_watches: r.read_path_vec()?,
+            exist_watches: r.read_path_vec()?,
+            child_watches: r.read_path_vec()?,
+            persistent_watches: read_persistent_paths(r)?,
+            persistent_recursive_watches: read_persistent_paths(r)?,
         })
     }
 
@@ -318,9 +328,20 @@ impl Record for SetWatches2 {
     }
 }
 
+/// A persistent watch list of `setWatches2`: a null list is a decode error,
+/// as for the others, but ZooKeeper files a null path's watch under a null
+/// key, which no event names, so a null path is dropped.
+fn read_persistent_paths(r: &mut Reader) -> Result<Vec<String>, DecodeError> {
+    let paths = r
+        .read_opt_vec(4, Reader::read_opt_string)?
+        .ok_or(DecodeError::UnexpectedNull("path list"))?;
+    Ok(paths.into_iter().flatten().collect())
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AddWatchRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper keeps a watch no event ever names.
+    pub path: Option<String>,
     /// Raw [`crate::AddWatchMode`].
     pub mode: i32,
 }
@@ -328,13 +349,13 @@ pub struct AddWatchRequest {
 impl Record for AddWatchRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             mode: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         buf.write_i32(self.mode);
     }
 }
@@ -342,7 +363,9 @@ impl Record for AddWatchRequest {
 /// `checkWatches` and `removeWatches` share this shape.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchesRequest {
-    pub path: String,
+    /// `None` when null: ZooKeeper finds no watch to remove there, and
+    /// fails to check one.
+    pub path: Option<String>,
     /// Raw [`crate::WatcherType`].
     pub watcher_type: i32,
 }
@@ -353,13 +376,13 @@ pub type CheckWatchesRequest = WatchesRequest;
 impl Record for WatchesRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_path()?,
+            path: r.read_opt_string()?,
             watcher_type: r.read_i32()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
         buf.write_i32(self.watcher_type);
     }
 }
@@ -402,18 +425,20 @@ impl Record for GetAllChildrenNumberRequest {
 /// One step of a SASL exchange from the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetSASLRequest {
-    pub token: Bytes,
+    /// `None` when null: ZooKeeper takes the token's length before
+    /// anything else and closes the connection unanswered on a null one.
+    pub token: Option<Bytes>,
 }
 
 impl Record for GetSASLRequest {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            token: r.read_buffer_or_empty()?,
+            token: r.read_buffer()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_buffer(&self.token);
+        buf.write_opt_buffer(self.token.as_deref());
     }
 }
 
@@ -474,24 +499,28 @@ mod tests {
             prop_assert_eq!(round_trip(&v), v);
             let v = CheckVersionRequest { path: path.clone(), version: n };
             prop_assert_eq!(round_trip(&v), v);
-            let v = SyncRequest { path: path.clone() };
-            prop_assert_eq!(round_trip(&v), v);
-            let v = AddWatchRequest { path: path.clone(), mode: n };
-            prop_assert_eq!(round_trip(&v), v);
-            let v = WatchesRequest { path: path.clone(), watcher_type: n };
-            prop_assert_eq!(round_trip(&v), v);
+            for path in [Some(path.clone()), None] {
+                let v = SyncRequest { path: path.clone() };
+                prop_assert_eq!(round_trip(&v), v);
+                let v = AddWatchRequest { path: path.clone(), mode: n };
+                prop_assert_eq!(round_trip(&v), v);
+                let v = WatchesRequest { path, watcher_type: n };
+                prop_assert_eq!(round_trip(&v), v);
+            }
             let v = GetEphemeralsRequest { prefix: path.clone() };
             prop_assert_eq!(round_trip(&v), v);
             let v = GetAllChildrenNumberRequest { path: path.clone() };
             prop_assert_eq!(round_trip(&v), v);
-            let v = GetSASLRequest { token: Bytes::from(path.clone().into_bytes()) };
+            let v = GetSASLRequest { token: Some(Bytes::from(path.clone().into_bytes())) };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetSASLRequest { token: None };
             prop_assert_eq!(round_trip(&v), v);
             let v = AuthPacket { auth_type: n, scheme: path.clone(), auth: Some(Bytes::from(path.into_bytes())) };
             prop_assert_eq!(round_trip(&v), v);
         }
 
         #[test]
-        fn set_data_round_trips(v in arb_set_data_request()) {
+        fn set_data_round_trips(v in arb_set_data_request(arb_opt_path())) {
             prop_assert_eq!(round_trip(&v), v);
         }
 
@@ -550,6 +579,59 @@ mod tests {
     }
 
     #[test]
+    fn set_watches_refuse_null_lists_and_paths_but_persistent_paths() {
+        let body = |lists: [Option<&[Option<&str>]>; 5]| {
+            let mut buf = BytesMut::new();
+            buf.write_i64(0);
+            for list in lists {
+                match list {
+                    None => buf.write_i32(-1),
+                    Some(paths) => {
+                        buf.write_i32(paths.len() as i32);
+                        for path in paths {
+                            buf.write_opt_string(*path);
+                        }
+                    }
+                }
+            }
+            buf.freeze()
+        };
+        let (empty, null): (&[Option<&str>], &[Option<&str>]) = (&[], &[None]);
+        for at in 0..5 {
+            let mut lists = [Some(empty); 5];
+            lists[at] = None;
+            assert!(
+                SetWatches2::from_bytes(body(lists)).is_err(),
+                "null list {at}"
+            );
+            lists[at] = Some(null);
+            assert_eq!(
+                SetWatches2::from_bytes(body(lists)).is_ok(),
+                at >= 3,
+                "null path {at}"
+            );
+        }
+        let lists = [
+            Some(empty),
+            Some(empty),
+            Some(empty),
+            Some(&[None, Some("/a")]),
+            None,
+        ];
+        assert!(SetWatches2::from_bytes(body(lists)).is_err());
+        let lists = [
+            Some(empty),
+            Some(empty),
+            Some(empty),
+            Some(&[None, Some("/a")]),
+            Some(null),
+        ];
+        let req = SetWatches2::from_bytes(body(lists)).unwrap();
+        assert_eq!(req.persistent_watches, ["/a"]);
+        assert!(req.persistent_recursive_watches.is_empty());
+    }
+
+    #[test]
     fn null_data_stays_null_and_a_null_acl_list_reads_as_empty() {
         let mut buf = BytesMut::new();
         buf.write_string("/a");
@@ -567,7 +649,7 @@ mod tests {
         );
 
         let empty = SetDataRequest {
-            path: "/a".into(),
+            path: "/a".to_string(),
             data: Some(Bytes::new()),
             version: -1,
         };
@@ -582,6 +664,22 @@ mod tests {
         buf.write_bool(false);
         assert_eq!(
             PathAndWatch::from_bytes(buf.freeze()),
+            Err(DecodeError::UnexpectedNull("path"))
+        );
+    }
+
+    #[test]
+    fn a_null_set_data_path_is_kept_on_its_own_and_refused_in_a_multi() {
+        let mut buf = BytesMut::new();
+        buf.write_opt_string(None);
+        buf.write_buffer(b"x");
+        buf.write_i32(-1);
+        let bytes = buf.freeze();
+        let alone = SetDataRequest::<Option<String>>::from_bytes(bytes.clone()).unwrap();
+        assert_eq!(alone.path, None);
+        assert_eq!(alone.to_bytes(), bytes);
+        assert_eq!(
+            SetDataRequest::<String>::from_bytes(bytes),
             Err(DecodeError::UnexpectedNull("path"))
         );
     }

@@ -153,18 +153,19 @@ impl Record for GetChildren2Response {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncResponse {
-    pub path: String,
+    /// The request's path, null when it was null.
+    pub path: Option<String>,
 }
 
 impl Record for SyncResponse {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
-            path: r.read_string()?,
+            path: r.read_opt_string()?,
         })
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_string(&self.path);
+        buf.write_opt_string(self.path.as_deref());
     }
 }
 
@@ -276,7 +277,9 @@ mod tests {
             prop_assert_eq!(round_trip(&v), v);
             let v = StatResponse { stat };
             prop_assert_eq!(round_trip(&v), v);
-            let v = SyncResponse { path };
+            let v = SyncResponse { path: Some(path) };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = SyncResponse { path: None };
             prop_assert_eq!(round_trip(&v), v);
         }
 

@@ -98,16 +98,23 @@ pub fn arb_create_ttl_request() -> impl Strategy<Value = CreateTTLRequest> {
     })
 }
 
-pub fn arb_set_data_request() -> impl Strategy<Value = SetDataRequest> {
-    (arb_string(), arb_data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
+/// A path, or (`P = Option<String>`) a null one too.
+pub fn arb_set_data_request<P: std::fmt::Debug>(
+    path: impl Strategy<Value = P>,
+) -> impl Strategy<Value = SetDataRequest<P>> {
+    (path, arb_data(), any::<i32>()).prop_map(|(path, data, version)| SetDataRequest {
         path,
         data,
         version,
     })
 }
 
+pub fn arb_opt_path() -> impl Strategy<Value = Option<String>> {
+    proptest::option::of(arb_string())
+}
+
 pub fn arb_set_acl_request() -> impl Strategy<Value = SetACLRequest> {
-    (arb_string(), arb_acls(), any::<i32>()).prop_map(|(path, acl, version)| SetACLRequest {
+    (arb_opt_path(), arb_acls(), any::<i32>()).prop_map(|(path, acl, version)| SetACLRequest {
         path,
         acl,
         version,
@@ -238,7 +245,9 @@ pub fn arb_multi_op() -> BoxedStrategy<MultiOp> {
         path_and_i32()
             .prop_map(|(path, version)| MultiOp::Delete(DeleteRequest { path, version }))
             .boxed(),
-        arb_set_data_request().prop_map(MultiOp::SetData).boxed(),
+        arb_set_data_request(arb_string())
+            .prop_map(MultiOp::SetData)
+            .boxed(),
         path_and_i32()
             .prop_map(|(path, version)| MultiOp::Check(CheckVersionRequest { path, version }))
             .boxed(),
@@ -320,7 +329,9 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .boxed(),
         path_and_watch().prop_map(Request::Exists).boxed(),
         path_and_watch().prop_map(Request::GetData).boxed(),
-        arb_set_data_request().prop_map(Request::SetData).boxed(),
+        arb_set_data_request(arb_opt_path())
+            .prop_map(Request::SetData)
+            .boxed(),
         path()
             .prop_map(|path| Request::GetAcl(GetACLRequest { path }))
             .boxed(),
@@ -336,7 +347,7 @@ pub fn arb_request() -> BoxedStrategy<Request> {
         proptest::collection::vec(arb_read_op(), 0..5)
             .prop_map(Request::MultiRead)
             .boxed(),
-        path()
+        arb_opt_path()
             .prop_map(|path| Request::Sync(SyncRequest { path }))
             .boxed(),
         Just(Request::Ping).boxed(),
@@ -360,15 +371,15 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             })
             .boxed(),
         arb_set_watches2().prop_map(Request::SetWatches2).boxed(),
-        path_and_i32()
+        (arb_opt_path(), any::<i32>())
             .prop_map(|(path, mode)| Request::AddWatch(AddWatchRequest { path, mode }))
             .boxed(),
-        path_and_i32()
+        (arb_opt_path(), any::<i32>())
             .prop_map(|(path, watcher_type)| {
                 Request::RemoveWatches(WatchesRequest { path, watcher_type })
             })
             .boxed(),
-        path_and_i32()
+        (arb_opt_path(), any::<i32>())
             .prop_map(|(path, watcher_type)| {
                 Request::CheckWatches(WatchesRequest { path, watcher_type })
             })
@@ -381,7 +392,7 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .boxed(),
         Just(Request::WhoAmI).boxed(),
         Just(Request::CloseSession).boxed(),
-        arb_bytes()
+        proptest::option::of(arb_bytes())
             .prop_map(|token| Request::Sasl(GetSASLRequest { token }))
             .boxed(),
         arb_reconfig_request().prop_map(Request::Reconfig).boxed(),

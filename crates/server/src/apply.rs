@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
 use tokio::sync::mpsc;
@@ -79,7 +79,7 @@ impl ApplyLoop {
         for (id, info) in self.tree.sessions() {
             self.shared
                 .sessions
-                .track(id, Duration::from_millis(info.timeout_ms as u64), now);
+                .track(id, crate::session::session_timeout(info.timeout_ms), now);
         }
         self.snapshot_schedule
             .restart(self.tree.approximate_data_bytes());
@@ -150,7 +150,7 @@ impl ApplyLoop {
             (TxnOp::CreateSession { timeout_ms, .. }, Outcome::SessionCreated) => {
                 self.shared.sessions.track(
                     txn.session_id,
-                    Duration::from_millis(*timeout_ms as u64),
+                    crate::session::session_timeout(*timeout_ms),
                     Instant::now(),
                 );
             }

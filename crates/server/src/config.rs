@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// ZooKeeper's default `jute.maxbuffer`: 1 MiB less one byte's worth of
 /// headroom, as `0xfffff`.
@@ -25,8 +26,10 @@ pub struct ServerConfig {
     /// Where the write-ahead log lives; `data_dir` unless set.
     pub data_log_dir: PathBuf,
     pub tick_time_ms: u32,
-    pub min_session_timeout_ms: u32,
-    pub max_session_timeout_ms: u32,
+    /// Bounds of the negotiated session timeout. As in ZooKeeper, a
+    /// negative bound other than -1 (the default) is taken as given.
+    pub min_session_timeout_ms: i32,
+    pub max_session_timeout_ms: i32,
     /// Connections allowed from one IP address; 0 means unlimited.
     pub max_client_cnxns: usize,
     /// Applied transactions between snapshots (ZooKeeper's `snapCount`).
@@ -39,7 +42,9 @@ pub struct ServerConfig {
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
-    /// `user:base64(sha1(user:password))` of the superuser.
+    /// `user:base64(sha1(user:password))` of the superuser. Taken as given,
+    /// as ZooKeeper does: one without a colon never matches (see
+    /// [`ServerConfig::warnings`]).
     pub super_digest: Option<String>,
     /// A JAAS file with a `Server` section listing SASL users.
     pub jaas_config: Option<PathBuf>,
@@ -112,8 +117,8 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("paddock-data"),
             data_log_dir: PathBuf::from("paddock-data"),
             tick_time_ms,
-            min_session_timeout_ms: tick_time_ms * 2,
-            max_session_timeout_ms: tick_time_ms * 20,
+            min_session_timeout_ms: 2 * tick_time_ms as i32,
+            max_session_timeout_ms: 20 * tick_time_ms as i32,
             max_client_cnxns: 60,
             snap_count: 100_000,
             // ZooKeeper's default is 4 GiB of log on disk; Paddock also
@@ -206,8 +211,8 @@ impl ServerConfig {
                 "dataDir" => config.data_dir = PathBuf::from(value),
                 "dataLogDir" => data_log_dir = Some(PathBuf::from(value)),
                 "tickTime" => config.tick_time_ms = number(raw_key, value)?,
-                "minSessionTimeout" => min_timeout = Some(number::<i64>(raw_key, value)?),
-                "maxSessionTimeout" => max_timeout = Some(number::<i64>(raw_key, value)?),
+                "minSessionTimeout" => min_timeout = Some(session_timeout(raw_key, value)?),
+                "maxSessionTimeout" => max_timeout = Some(session_timeout(raw_key, value)?),
                 "maxClientCnxns" => config.max_client_cnxns = number(raw_key, value)?,
                 "snapCount" => config.snap_count = number(raw_key, value)?,
                 "snapSizeLimitInKb" => {
@@ -228,9 +233,6 @@ impl ServerConfig {
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
                 "DigestAuthenticationProvider.superDigest" => {
-                    if !value.contains(':') {
-                        return Err(invalid(raw_key, value, "expected user:base64-sha1-digest"));
-                    }
                     config.super_digest = Some(value.clone())
                 }
                 "jaasLoginConfig" | "java.security.auth.login.config" => {
@@ -274,10 +276,16 @@ impl ServerConfig {
                 "must be a positive number of milliseconds",
             ));
         }
-        // ZooKeeper: -1 (or absent) means the default of 2 and 20 ticks.
+        // ZooKeeper: -1 (or absent) means the default of 2 and 20 ticks;
+        // any other value, even a negative one, is taken as given.
         let tick = i64::from(config.tick_time_ms);
-        let min = min_timeout.filter(|&v| v >= 0).unwrap_or(tick * 2);
-        let max = max_timeout.filter(|&v| v >= 0).unwrap_or(tick * 20);
+        let or_ticks = |timeout: Option<i32>, key: &str, ticks: i64| match timeout {
+            Some(ms) if ms != -1 => Ok(ms),
+            _ => i32::try_from(tick * ticks)
+                .map_err(|_| invalid(key, "-1", format!("{ticks} ticks of tickTime is too long"))),
+        };
+        let min = or_ticks(min_timeout, "minSessionTimeout", 2)?;
+        let max = or_ticks(max_timeout, "maxSessionTimeout", 20)?;
         if min > max {
             return Err(invalid(
                 "minSessionTimeout",
@@ -285,10 +293,8 @@ impl ServerConfig {
                 format!("must not exceed maxSessionTimeout ({max}); lower it or raise maxSessionTimeout"),
             ));
         }
-        config.min_session_timeout_ms = u32::try_from(min)
-            .map_err(|_| invalid("minSessionTimeout", &min.to_string(), "too large"))?;
-        config.max_session_timeout_ms = u32::try_from(max)
-            .map_err(|_| invalid("maxSessionTimeout", &max.to_string(), "too large"))?;
+        config.min_session_timeout_ms = min;
+        config.max_session_timeout_ms = max;
         if config.snap_count < 2 {
             return Err(invalid(
                 "snapCount",
@@ -306,11 +312,35 @@ impl ServerConfig {
         Ok(config)
     }
 
+    /// What is accepted, as ZooKeeper accepts it, but cannot be what the
+    /// operator meant: one line each, to log at start-up.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        if self
+            .super_digest
+            .as_deref()
+            .is_some_and(|d| !d.contains(':'))
+        {
+            warnings.push(
+                "DigestAuthenticationProvider.superDigest has no colon, so no credentials will \
+                 ever match it and there is no superuser; expected user:base64-sha1-digest"
+                    .to_string(),
+            );
+        }
+        warnings
+    }
+
     /// The timeout a client gets: what it asked for, within [min, max].
     pub fn negotiate_session_timeout(&self, requested_ms: i32) -> i32 {
-        let min = self.min_session_timeout_ms as i32;
-        let max = self.max_session_timeout_ms as i32;
-        requested_ms.clamp(min, max)
+        requested_ms.clamp(self.min_session_timeout_ms, self.max_session_timeout_ms)
+    }
+
+    /// How long a new connection may take to send its connect request: the
+    /// longest session timeout, and at least a tick, so that a negative
+    /// `maxSessionTimeout` does not close every connection at once.
+    pub fn handshake_timeout(&self) -> Duration {
+        let max_ms = u64::try_from(self.max_session_timeout_ms).unwrap_or(0);
+        Duration::from_millis(max_ms.max(u64::from(self.tick_time_ms)))
     }
 
     /// This server's id: ZooKeeper's `myid` file in the data directory.
@@ -361,6 +391,13 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError
     value
         .parse()
         .map_err(|_| invalid(key, value, "expected a non-negative number"))
+}
+
+/// `minSessionTimeout` / `maxSessionTimeout`: Java's `Integer.parseInt`.
+fn session_timeout(key: &str, value: &str) -> Result<i32, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "expected milliseconds, or -1 for the default"))
 }
 
 fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
@@ -443,6 +480,41 @@ mod tests {
         assert!(config("4lw.commands.whitelist=*")
             .unwrap()
             .four_letter_word_enabled("dump"));
+    }
+
+    #[test]
+    fn only_minus_one_means_the_default_session_timeout() {
+        let c = config("tickTime=100\nminSessionTimeout=-1\nmaxSessionTimeout=-1").unwrap();
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (200, 2000)
+        );
+        let c = config("tickTime=100\nminSessionTimeout=-5").unwrap();
+        assert_eq!(
+            (c.min_session_timeout_ms, c.max_session_timeout_ms),
+            (-5, 2000)
+        );
+        assert_eq!(c.negotiate_session_timeout(-50), -5);
+        assert_eq!(c.negotiate_session_timeout(30), 30);
+        let c = config("tickTime=100\nminSessionTimeout=-9\nmaxSessionTimeout=-7").unwrap();
+        assert_eq!(c.negotiate_session_timeout(1000), -7);
+        assert_eq!(c.handshake_timeout(), Duration::from_millis(100));
+        assert!(
+            config("maxSessionTimeout=-7").is_err(),
+            "below the default minimum"
+        );
+    }
+
+    #[test]
+    fn a_super_digest_without_a_colon_is_taken_with_a_warning() {
+        let c = config("DigestAuthenticationProvider.superDigest=nocolon").unwrap();
+        assert_eq!(c.super_digest.as_deref(), Some("nocolon"));
+        let warnings = c.warnings();
+        assert!(
+            warnings.len() == 1 && warnings[0].contains("superDigest"),
+            "{warnings:?}"
+        );
+        assert!(config("").unwrap().warnings().is_empty());
     }
 
     #[test]

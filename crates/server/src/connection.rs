@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use jute::{
     ConnectRequest, ConnectResponse, ErrorCode, Id, OpCode, Reader, Record, Request, RequestHeader,
+    SetSASLResponse,
 };
 use rand::RngCore as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -113,7 +114,7 @@ async fn run(
     remote: SocketAddr,
 ) -> Result<(), ConnectionError> {
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
-    let handshake_timeout = Duration::from_millis(u64::from(shared.config.max_session_timeout_ms));
+    let handshake_timeout = shared.config.handshake_timeout();
     let first = tokio::time::timeout(handshake_timeout, async {
         while buf.len() < 4 {
             if reader.read_buf(&mut buf).await? == 0 {
@@ -253,7 +254,7 @@ async fn establish(
             Some(password) if password == connect.password => {
                 shared.sessions.track(
                     connect.session_id,
-                    Duration::from_millis(timeout_ms as u64),
+                    crate::session::session_timeout(timeout_ms),
                     Instant::now(),
                 );
                 if let Some((ensemble, network)) = &shared.peers {
@@ -423,23 +424,14 @@ async fn read_loop(
                     }
                 }
             }
-            Request::Sasl(request) => match sasl.respond(&shared.sasl_users, &request.token) {
-                Ok((response, user)) => {
-                    if let Some(user) = user {
-                        session.auth =
-                            Arc::new(merge_ids(&session.auth, vec![Id::new("sasl", user)]));
-                        *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
-                    }
-                    Step::Reply(reply::with_body(header.xid, 0, &response))
-                }
-                Err(reason) => {
-                    tracing::info!(remote = %handle.remote, "SASL authentication failed: {reason}");
-                    let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
-                    let _ = steps.send(Step::Reply(failed)).await;
-                    let _ = steps.send(Step::Close).await;
+            Request::Sasl(request) => {
+                let step = sasl_step(conn, &mut session, &mut sasl, header.xid, request.token);
+                if matches!(step, Step::ReplyThenClose(_) | Step::Close) {
+                    let _ = steps.send(step).await;
                     return Ok(());
                 }
-            },
+                step
+            }
             request => pipeline::step(shared, &session, header.xid, request),
         };
         let step = match schedule(conn, &session, step) {
@@ -551,6 +543,43 @@ fn answer_read(
     }
     out.extend_from_slice(&answer);
     (out.freeze(), number)
+}
+
+/// One SASL packet, as ZooKeeper's `processSasl` answers it: a null token
+/// closes the connection unanswered (ZooKeeper takes its length before
+/// anything else); a failed exchange is `AuthFailed` with a null token,
+/// then the close.
+fn sasl_step(
+    conn: &Connection,
+    session: &mut SessionContext,
+    exchange: &mut crate::sasl::SaslExchange,
+    xid: i32,
+    token: Option<Bytes>,
+) -> Step {
+    let remote = conn.handle.remote;
+    let Some(token) = token else {
+        tracing::info!(%remote, "SASL packet with a null token, closing");
+        return Step::Close;
+    };
+    match exchange.respond(conn.shared.sasl_users.as_ref(), &token) {
+        Ok((response, user)) => {
+            if let Some(user) = user {
+                session.auth = Arc::new(merge_ids(&session.auth, vec![Id::new("sasl", user)]));
+                *conn.handle.auth.lock().expect("auth poisoned") = session.auth.clone();
+            }
+            Step::Reply(reply::with_body(xid, 0, &response))
+        }
+        Err(reason) => {
+            tracing::info!(%remote, "SASL authentication failed: {reason}");
+            let failed = SetSASLResponse { token: None };
+            Step::ReplyThenClose(reply::error_with_body(
+                xid,
+                0,
+                ErrorCode::AuthFailed,
+                &failed,
+            ))
+        }
+    }
 }
 
 fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {

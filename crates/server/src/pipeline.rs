@@ -22,13 +22,14 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use jute::{
-    AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
+    Acl, AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
     ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response,
     GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse,
-    MultiResult, OpCode, ReadOp, Request, StatResponse, SyncResponse, WatcherType, WhoAmIResponse,
+    MultiResult, OpCode, ReadOp, Request, SetACLRequest, SetDataRequest, StatResponse,
+    SyncResponse, WatcherType, WhoAmIResponse,
 };
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
-use tree::{Outcome, Txn, TxnOp};
+use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::reply;
 use crate::shared::{Committed, Published, Shared, WatchEvent};
@@ -58,7 +59,8 @@ pub enum Step {
     /// leader had committed when it arrived (raft's read index).
     Sync {
         xid: i32,
-        path: String,
+        /// Echoed in the reply; `None` when the client sent null.
+        path: Option<String>,
         read_index: oneshot::Receiver<Option<u64>>,
     },
     /// A read that waits for the session's earlier writes.
@@ -145,11 +147,11 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             shared.last_zxid(),
             ErrorCode::Ok,
         )),
-        Request::Create { op, req } => match create_op(shared, op, req, -1) {
+        Request::Create { op, req } => match create_op(shared, session.session_id, op, req, -1) {
             Ok((txn_op, shape)) => write(txn_op, shape),
             Err(err) => refuse_write(err),
         },
-        Request::CreateTtl(req) => match create_ttl_op(shared, req) {
+        Request::CreateTtl(req) => match create_ttl_op(shared, session.session_id, req) {
             Ok((txn_op, shape)) => write(txn_op, shape),
             Err(err) => refuse_write(err),
         },
@@ -160,27 +162,36 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             },
             ReplyShape::Empty,
         ),
-        Request::SetData(req) => write(
+        // A null path fails `PathUtils.validatePath` in ZooKeeper's prep
+        // stage, which logs an error txn.
+        Request::SetData(SetDataRequest { path: None, .. })
+        | Request::SetAcl(SetACLRequest { path: None, .. }) => {
+            refuse_write(ErrorCode::BadArguments)
+        }
+        Request::SetData(SetDataRequest {
+            path: Some(path),
+            data,
+            version,
+        }) => write(
             TxnOp::SetData {
-                path: req.path,
-                data: req.data,
-                version: req.version,
+                path,
+                data,
+                version,
             },
             ReplyShape::Stat,
         ),
-        Request::SetAcl(req) => match check_acl_schemes(shared, &req.acl) {
-            Ok(()) => write(
-                TxnOp::SetAcl {
-                    path: req.path,
-                    acl: req.acl,
-                    version: req.version,
-                },
-                ReplyShape::Stat,
-            ),
+        Request::SetAcl(SetACLRequest {
+            path: Some(path),
+            acl,
+            version,
+        }) => match refuse_sasl_acl(shared, &acl, |tree| {
+            tree.set_acl_checks_before_acl(session.session_id, &path)
+        }) {
+            Ok(()) => write(TxnOp::SetAcl { path, acl, version }, ReplyShape::Stat),
             Err(err) => refuse_write(err),
         },
         Request::Multi(ops) => {
-            let (txn_ops, shapes) = multi_ops(shared, ops);
+            let (txn_ops, shapes) = multi_ops(shared, session.session_id, ops);
             write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes))
         }
         Request::CloseSession => write(TxnOp::CloseSession, ReplyShape::Empty),
@@ -270,24 +281,37 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
     }
 }
 
-/// `sasl` ids are only valid when SASL is configured, as ZooKeeper only
-/// knows the scheme once its SASL provider is registered.
-fn check_acl_schemes(shared: &Shared, acl: &[jute::Acl]) -> Result<(), ErrorCode> {
-    if shared.sasl_users.is_empty() && acl.iter().any(|a| a.id.scheme == "sasl") {
-        return Err(ErrorCode::InvalidAcl);
+/// `sasl` ids are valid only when SASL is configured: ZooKeeper knows the
+/// scheme only once its SASL provider is registered, and without it its
+/// `fixupACL` finds such an id invalid. That comes after the checks its
+/// prep stage makes first, which `checks_before_acl` runs on the newest
+/// tree, so the first to fail wins as there. (The tree takes `sasl` ids:
+/// it cannot know this server's configuration.)
+fn refuse_sasl_acl(
+    shared: &Shared,
+    acl: &[Acl],
+    checks_before_acl: impl FnOnce(&DataTree) -> Result<(), ErrorCode>,
+) -> Result<(), ErrorCode> {
+    if shared.sasl_users.is_some() || !acl.iter().any(|a| a.id.scheme == "sasl") {
+        return Ok(());
     }
-    Ok(())
+    checks_before_acl(&shared.published().tree)?;
+    Err(ErrorCode::InvalidAcl)
 }
 
 /// A createTTL is a create with a TTL.
-fn create_ttl_op(shared: &Shared, req: CreateTTLRequest) -> Result<(TxnOp, ReplyShape), ErrorCode> {
+fn create_ttl_op(
+    shared: &Shared,
+    session_id: i64,
+    req: CreateTTLRequest,
+) -> Result<(TxnOp, ReplyShape), ErrorCode> {
     let create = CreateRequest {
         path: req.path,
         data: req.data,
         acl: req.acl,
         flags: req.flags,
     };
-    create_op(shared, OpCode::CreateTtl, create, req.ttl)
+    create_op(shared, session_id, OpCode::CreateTtl, create, req.ttl)
 }
 
 /// Validates what depends on configuration rather than on the tree (that
@@ -295,6 +319,7 @@ fn create_ttl_op(shared: &Shared, req: CreateTTLRequest) -> Result<(TxnOp, Reply
 /// `ttl_ms` is -1 for every create but createTTL, as ZooKeeper sends it.
 fn create_op(
     shared: &Shared,
+    session_id: i64,
     op: OpCode,
     req: CreateRequest,
     ttl_ms: i64,
@@ -310,7 +335,10 @@ fn create_op(
         return Err(ErrorCode::Unimplemented);
     }
     let mode = node_mode(op, requested)?;
-    check_acl_schemes(shared, &acl)?;
+    refuse_sasl_acl(shared, &acl, |tree| {
+        tree.create_checks_before_acl(session_id, &path, mode, ttl_ms)
+            .map(drop)
+    })?;
     let shape = if op == OpCode::Create {
         ReplyShape::Path
     } else {
@@ -355,7 +383,7 @@ fn node_mode(op: OpCode, requested: CreateMode) -> Result<CreateMode, ErrorCode>
 /// here becomes an `Error` op that fails the multi at its place, as
 /// ZooKeeper's prep stage logs an `ErrorTxn` for it: the client gets the
 /// per-op results of a failed multi, not a failed request.
-fn multi_ops(shared: &Shared, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>) {
+fn multi_ops(shared: &Shared, session_id: i64, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>) {
     let refused = |code| (TxnOp::Error { code }, ReplyShape::Empty);
     let mut txn_ops = Vec::with_capacity(ops.len());
     let mut shapes = Vec::with_capacity(ops.len());
@@ -369,9 +397,11 @@ fn multi_ops(shared: &Shared, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>
                 } else {
                     op
                 };
-                create_op(shared, op, req, -1).unwrap_or_else(refused)
+                create_op(shared, session_id, op, req, -1).unwrap_or_else(refused)
             }
-            MultiOp::CreateTtl(req) => create_ttl_op(shared, req).unwrap_or_else(refused),
+            MultiOp::CreateTtl(req) => {
+                create_ttl_op(shared, session_id, req).unwrap_or_else(refused)
+            }
             MultiOp::Delete(req) => (
                 TxnOp::Delete {
                     path: req.path,
@@ -402,7 +432,7 @@ fn multi_ops(shared: &Shared, ops: Vec<MultiOp>) -> (Vec<TxnOp>, Vec<ReplyShape>
 }
 
 /// The reply to a `sync` whose read index this server has applied.
-pub fn sync_reply(shared: &Shared, xid: i32, path: String) -> Bytes {
+pub fn sync_reply(shared: &Shared, xid: i32, path: Option<String>) -> Bytes {
     reply::with_body(xid, shared.last_zxid(), &SyncResponse { path })
 }
 
@@ -492,7 +522,10 @@ fn answer_locked(
             }
             Err(ErrorCode::NoNode) => {
                 // An exists watch on a missing node waits for its creation.
-                if req.watch && tree::validate_path(&req.path).is_ok() {
+                // ZooKeeper's `statNode` adds it before looking the path
+                // up, so an invalid path (but for a NUL, refused earlier)
+                // keeps one too, which removeWatches finds.
+                if req.watch {
                     watches.add(connection, WatchKind::Data, &req.path);
                 }
                 error(ErrorCode::NoNode)
@@ -572,7 +605,11 @@ fn answer_locked(
                 Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
                 None => return error(ErrorCode::MarshallingError),
             };
-            watches.add(connection, kind, &path);
+            // ZooKeeper files a null path's watch under a null key, which
+            // no event ever names: nothing to keep.
+            if let Some(path) = path {
+                watches.add(connection, kind, &path);
+            }
             // ZooKeeper answers addWatch with an ErrorResponse(0) body,
             // which the Java client reads.
             reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
@@ -583,12 +620,21 @@ fn answer_locked(
             let Some(watcher_type) = WatcherType::from_code(req.watcher_type) else {
                 return error(ErrorCode::MarshallingError);
             };
+            // A null path: ZooKeeper finds no watch to remove under it, and
+            // checking walks its parents, dereferencing it.
+            let Some(path) = req.path else {
+                return error(if removing {
+                    ErrorCode::NoWatcher
+                } else {
+                    ErrorCode::MarshallingError
+                });
+            };
             let mut found = false;
             for &kind in watch_kinds(watcher_type) {
                 found |= if removing {
-                    watches.remove(connection, kind, &req.path)
+                    watches.remove(connection, kind, &path)
                 } else {
-                    watches.contains(connection, kind, &req.path)
+                    watches.contains(connection, kind, &path)
                 };
             }
             let err = if found {

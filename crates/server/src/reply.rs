@@ -7,8 +7,19 @@ use crate::shared::WatchEvent;
 
 /// A frame with `body` after the header.
 pub fn with_body(xid: i32, zxid: i64, body: &impl Record) -> Bytes {
+    error_with_body(xid, zxid, ErrorCode::Ok, body)
+}
+
+/// A frame with an error code and still a body: ZooKeeper's answer to a
+/// failed SASL exchange carries a null token.
+pub fn error_with_body(xid: i32, zxid: i64, err: ErrorCode, body: &impl Record) -> Bytes {
     let mut buf = BytesMut::new();
-    jute::encode_reply(&mut buf, &ReplyHeader { xid, zxid, err: 0 }, Some(body));
+    let header = ReplyHeader {
+        xid,
+        zxid,
+        err: err.code(),
+    };
+    jute::encode_reply(&mut buf, &header, Some(body));
     buf.freeze()
 }
 

@@ -2,10 +2,11 @@
 //! ZooKeeper offers for users listed in a JAAS file's `Server` section
 //! (`user_NAME="password"`). An authenticated user's ACL id is `sasl:NAME`.
 //!
-//! The exchange: the client opens with an empty token; we answer with a
-//! challenge carrying a fresh nonce; the client answers with a digest of
-//! its password; we check it and answer with `rspauth`, proving we know the
-//! password too.
+//! The exchange: the client opens with a token we ignore (empty from real
+//! clients); we answer with a challenge carrying a fresh nonce; the client
+//! answers with a digest of its password; we check it and answer with
+//! `rspauth`, proving we know the password too. Anything after that fails,
+//! as Java's DIGEST-MD5 server is then "at illegal state".
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,6 +18,11 @@ use rand::RngCore as _;
 
 /// ZooKeeper's DIGEST-MD5 server name, which Java uses as the realm.
 const REALM: &str = "zk-sasl-md5";
+/// Java's DIGEST-MD5 server refuses longer client tokens.
+const TOKEN_BYTES_MAX: usize = 4096;
+
+/// The users of a JAAS `Server` section: name -> password.
+pub type SaslUsers = HashMap<String, String>;
 
 #[derive(Default)]
 pub enum SaslExchange {
@@ -31,78 +37,103 @@ pub enum SaslExchange {
 impl SaslExchange {
     /// Answers one client token: the response token, and the user once
     /// authenticated. An error ends the connection with `AuthFailed`.
+    ///
+    /// `users` is `None` when this server has no JAAS `Server` section.
+    /// ZooKeeper then has no SASL server for the connection and catches the
+    /// NullPointerException that meets: the answer is OK with a null token,
+    /// whatever the client sent, and nothing changes.
     pub fn respond(
         &mut self,
-        users: &HashMap<String, String>,
+        users: Option<&SaslUsers>,
         token: &[u8],
     ) -> Result<(SetSASLResponse, Option<String>), String> {
+        let Some(users) = users else {
+            return Ok((SetSASLResponse { token: None }, None));
+        };
+        if token.len() > TOKEN_BYTES_MAX {
+            return Err(format!(
+                "a token of {} bytes, over {TOKEN_BYTES_MAX}",
+                token.len()
+            ));
+        }
         match std::mem::replace(self, SaslExchange::Done) {
-            SaslExchange::Start => {
-                if users.is_empty() {
-                    return Err(
-                        "SASL is not configured on this server (no JAAS Server section)".into(),
-                    );
-                }
-                let mut raw = [0u8; 16];
-                rand::thread_rng().fill_bytes(&mut raw);
-                let nonce = hex(&raw);
-                let challenge = format!(
-                    "realm=\"{REALM}\",nonce=\"{nonce}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess"
-                );
-                *self = SaslExchange::Challenged { nonce };
-                Ok((token_response(challenge.into_bytes()), None))
-            }
+            SaslExchange::Start => Ok((self.challenge(), None)),
             SaslExchange::Challenged { nonce } => {
-                let text = std::str::from_utf8(token).map_err(|_| "response is not UTF-8")?;
-                let fields = parse_directives(text);
-                let field = |name: &str| {
-                    fields
-                        .get(name)
-                        .map(String::as_str)
-                        .ok_or_else(|| format!("response lacks {name}"))
-                };
-                let user = field("username")?;
-                if field("nonce")? != nonce {
-                    return Err("nonce mismatch".into());
-                }
-                let password = users
-                    .get(user)
-                    .ok_or_else(|| format!("unknown user {user}"))?;
-                let realm = fields.get("realm").map_or("", String::as_str);
-                let cnonce = field("cnonce")?;
-                let nc = field("nc")?;
-                let qop = fields.get("qop").map_or("auth", String::as_str);
-                let uri = field("digest-uri")?;
-                let authzid = fields.get("authzid").map(String::as_str);
-                let a1 = {
-                    let mut a1 = Md5::digest(format!("{user}:{realm}:{password}")).to_vec();
-                    a1.extend_from_slice(format!(":{nonce}:{cnonce}").as_bytes());
-                    if let Some(authzid) = authzid {
-                        a1.extend_from_slice(format!(":{authzid}").as_bytes());
-                    }
-                    hex(&Md5::digest(&a1))
-                };
-                let digest = |a2: &str| {
-                    hex(&Md5::digest(format!(
-                        "{a1}:{nonce}:{nc}:{cnonce}:{qop}:{}",
-                        hex(&Md5::digest(a2))
-                    )))
-                };
-                if digest(&format!("AUTHENTICATE:{uri}")) != field("response")? {
-                    return Err(format!("wrong password for {user}"));
-                }
-                if authzid.is_some_and(|z| z != user) {
-                    return Err(format!(
-                        "{user} may not act as {}",
-                        authzid.unwrap_or_default()
-                    ));
-                }
-                let rspauth = format!("rspauth={}", digest(&format!(":{uri}")));
-                Ok((token_response(rspauth.into_bytes()), Some(user.to_string())))
+                let user = verify(users, &nonce, token)?;
+                Ok((token_response(user.rspauth.into_bytes()), Some(user.name)))
             }
-            SaslExchange::Done => Ok((SetSASLResponse { token: None }, None)),
+            SaslExchange::Done => Err("a token after the exchange completed".into()),
         }
     }
+
+    /// The first challenge; a token the client sent with it is ignored, as
+    /// Java's server ignores an initial response.
+    fn challenge(&mut self) -> SetSASLResponse {
+        let mut raw = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut raw);
+        let nonce = hex(&raw);
+        let challenge = format!(
+            "realm=\"{REALM}\",nonce=\"{nonce}\",qop=\"auth\",charset=utf-8,algorithm=md5-sess"
+        );
+        *self = SaslExchange::Challenged { nonce };
+        token_response(challenge.into_bytes())
+    }
+}
+
+/// A user whose digest checked out, and our proof that we know the
+/// password too.
+struct Verified {
+    name: String,
+    rspauth: String,
+}
+
+/// Checks the client's digest response to the challenge with `nonce`.
+fn verify(users: &SaslUsers, nonce: &str, token: &[u8]) -> Result<Verified, String> {
+    let text = std::str::from_utf8(token).map_err(|_| "response is not UTF-8")?;
+    let fields = parse_directives(text);
+    let field = |name: &str| {
+        fields
+            .get(name)
+            .map(String::as_str)
+            .ok_or_else(|| format!("response lacks {name}"))
+    };
+    let user = field("username")?;
+    if field("nonce")? != nonce {
+        return Err("nonce mismatch".into());
+    }
+    let password = users
+        .get(user)
+        .ok_or_else(|| format!("unknown user {user}"))?;
+    let realm = fields.get("realm").map_or("", String::as_str);
+    let cnonce = field("cnonce")?;
+    let nc = field("nc")?;
+    let qop = fields.get("qop").map_or("auth", String::as_str);
+    let uri = field("digest-uri")?;
+    let authzid = fields.get("authzid").map(String::as_str);
+    let a1 = {
+        let mut a1 = Md5::digest(format!("{user}:{realm}:{password}")).to_vec();
+        a1.extend_from_slice(format!(":{nonce}:{cnonce}").as_bytes());
+        if let Some(authzid) = authzid {
+            a1.extend_from_slice(format!(":{authzid}").as_bytes());
+        }
+        hex(&Md5::digest(&a1))
+    };
+    let digest = |a2: &str| {
+        hex(&Md5::digest(format!(
+            "{a1}:{nonce}:{nc}:{cnonce}:{qop}:{}",
+            hex(&Md5::digest(a2))
+        )))
+    };
+    if digest(&format!("AUTHENTICATE:{uri}")) != field("response")? {
+        return Err(format!("wrong password for {user}"));
+    }
+    if let Some(authzid) = authzid.filter(|&z| z != user) {
+        return Err(format!("{user} may not act as {authzid}"));
+    }
+    Ok(Verified {
+        name: user.to_string(),
+        rspauth: format!("rspauth={}", digest(&format!(":{uri}"))),
+    })
 }
 
 fn token_response(token: Vec<u8>) -> SetSASLResponse {
@@ -155,16 +186,15 @@ fn parse_directives(text: &str) -> HashMap<String, String> {
     fields
 }
 
-/// Users of the `Server` section of a JAAS file: `user_NAME="password"`.
-pub fn read_jaas_users(path: &Path) -> std::io::Result<HashMap<String, String>> {
+/// Users of the `Server` section of a JAAS file: `user_NAME="password"`;
+/// `None` when there is no such section, so no SASL.
+pub fn read_jaas_users(path: &Path) -> std::io::Result<Option<SaslUsers>> {
     let text = std::fs::read_to_string(path)?;
     Ok(parse_jaas_users(&text))
 }
 
-fn parse_jaas_users(text: &str) -> HashMap<String, String> {
-    let Some(start) = text.find("Server") else {
-        return HashMap::new();
-    };
+fn parse_jaas_users(text: &str) -> Option<SaslUsers> {
+    let start = text.find("Server")?;
     let section = &text[start..];
     let section = section
         .find('{')
@@ -184,7 +214,7 @@ fn parse_jaas_users(text: &str) -> HashMap<String, String> {
             users.insert(name.to_string(), value.to_string());
         }
     }
-    users
+    Some(users)
 }
 
 #[cfg(test)]
@@ -197,10 +227,37 @@ mod tests {
             "Client { foo required username=\"x\"; };\n\
              Server {\n org.apache.zookeeper.server.auth.DigestLoginModule required\n \
              user_super=\"adminsecret\"\n user_alice=\"secret\";\n};\n",
-        );
+        )
+        .unwrap();
         assert_eq!(users.get("alice").map(String::as_str), Some("secret"));
         assert_eq!(users.get("super").map(String::as_str), Some("adminsecret"));
         assert_eq!(users.len(), 2);
+    }
+
+    #[test]
+    fn no_server_section_is_no_sasl() {
+        assert_eq!(parse_jaas_users("Client { x required; };"), None);
+    }
+
+    #[test]
+    fn without_users_every_token_is_answered_with_null() {
+        let mut exchange = SaslExchange::default();
+        for token in [&b""[..], b"anything"] {
+            let (reply, user) = exchange.respond(None, token).unwrap();
+            assert_eq!((reply.token, user), (None, None));
+        }
+    }
+
+    #[test]
+    fn fails_as_javas_digest_md5_server() {
+        let users = SaslUsers::new();
+        let mut exchange = SaslExchange::default();
+        let (challenge, _) = exchange.respond(Some(&users), b"ignored").unwrap();
+        assert!(challenge.token.is_some());
+        let long = vec![b'x'; TOKEN_BYTES_MAX + 1];
+        assert!(exchange.respond(Some(&users), &long).is_err());
+        let mut done = SaslExchange::Done;
+        assert!(done.respond(Some(&users), b"").is_err());
     }
 
     #[test]
@@ -221,7 +278,7 @@ mod tests {
             nonce: "OA6MG9tEQGm2hh".into(),
         };
         let response = r#"charset=utf-8,username="chris",realm="elwood.innosoft.com",nonce="OA6MG9tEQGm2hh",nc=00000001,cnonce="OA6MHXh6VqTrRk",digest-uri="imap/elwood.innosoft.com",response=d388dad90d4bbd760a152321f2143af7,qop=auth"#;
-        let (reply, user) = exchange.respond(&users, response.as_bytes()).unwrap();
+        let (reply, user) = exchange.respond(Some(&users), response.as_bytes()).unwrap();
         assert_eq!(user.as_deref(), Some("chris"));
         assert_eq!(
             reply.token.unwrap().as_ref(),

@@ -83,8 +83,11 @@ pub async fn run(
             path: path.clone(),
             source,
         })?,
-        None => HashMap::new(),
+        None => None,
     };
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
     if !config.ignored_keys.is_empty() {
         tracing::info!(keys = ?config.ignored_keys, "configuration keys this server does not use");
     }
@@ -414,7 +417,7 @@ fn start_serving(shared: &Shared, started: Instant) {
     for (id, timeout_ms) in &recovered {
         shared
             .sessions
-            .track(*id, Duration::from_millis(*timeout_ms as u64), now);
+            .track(*id, crate::session::session_timeout(*timeout_ms), now);
     }
     shared
         .serving

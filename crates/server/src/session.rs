@@ -28,6 +28,13 @@ pub struct SessionTracker {
     heard: Mutex<HashSet<i64>>,
 }
 
+/// A session's timeout as the tracker keeps it. ZooKeeper takes a negative
+/// `minSessionTimeout` as given, so a session may be granted a negative
+/// timeout; its expiry time is then already past, as it is here with none.
+pub fn session_timeout(timeout_ms: i32) -> Duration {
+    Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0))
+}
+
 impl SessionTracker {
     /// Starts (or restarts, with a fresh full timeout) tracking a session.
     pub fn track(&self, session_id: i64, timeout: Duration, now: Instant) {

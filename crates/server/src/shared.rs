@@ -120,8 +120,9 @@ pub struct Shared {
     /// `maxClientCnxns`.
     pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
     pub stats: Stats,
-    /// Users of the JAAS `Server` section: name -> password.
-    pub sasl_users: HashMap<String, String>,
+    /// Users of the JAAS `Server` section; `None` without one, when SASL
+    /// is not configured.
+    pub sasl_users: Option<crate::sasl::SaslUsers>,
     /// The ensemble and its peer network; `None` when standalone.
     pub peers: crate::ensemble::Peers,
     /// False until this server has caught up with the log: until then it

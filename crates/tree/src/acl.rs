@@ -98,8 +98,9 @@ pub fn fixup_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
 /// `AuthenticationProvider.isValid` for the registered providers. `world`
 /// (other than `anyone`, handled by the caller), `super` and any other
 /// scheme have no provider, so ZooKeeper rejects them. `sasl` is valid here
-/// (`SASLAuthenticationProvider` accepts any id); the server refuses `sasl`
-/// ACLs before proposing when it has no SASL users configured, as
+/// (`SASLAuthenticationProvider` accepts any id); a server without SASL
+/// configured refuses `sasl` ACLs before proposing, after the checks that
+/// come before this one (`DataTree::create_checks_before_acl`), as
 /// ZooKeeper does without that provider.
 fn id_is_valid(scheme: &str, id: &str) -> bool {
     match scheme {

@@ -76,8 +76,8 @@ impl DataTree {
 
     /// `SessionTracker.checkSession`: a request from a session the tree
     /// does not know (never created, or already closed) is expired.
-    fn check_session(&self, ctx: &Ctx) -> Result<(), ErrorCode> {
-        if self.sessions.contains_key(&ctx.txn.session_id) {
+    fn check_session(&self, session_id: i64) -> Result<(), ErrorCode> {
+        if self.sessions.contains_key(&session_id) {
             Ok(())
         } else {
             Err(ErrorCode::SessionExpired)
@@ -118,6 +118,40 @@ impl DataTree {
         Outcome::SessionClosed
     }
 
+    /// What ZooKeeper's prep stage checks of a create before it looks at
+    /// the ACL, in its order (`validateCreateRequest`: the TTL, then the
+    /// session; then `validatePathForCreate`): the new node's owner and
+    /// its parent's path, or the first failure. The server also asks this
+    /// of a create it refuses for its ACL before proposing it.
+    pub fn create_checks_before_acl<'p>(
+        &self,
+        session_id: i64,
+        path: &'p str,
+        mode: CreateMode,
+        ttl_ms: i64,
+    ) -> Result<(i64, &'p str), ErrorCode> {
+        let owner = if mode.is_ttl() {
+            ttl_owner(ttl_ms).ok_or(ErrorCode::BadArguments)?
+        } else if ttl_ms >= 0 {
+            return Err(ErrorCode::BadArguments);
+        } else if mode.is_container() {
+            CONTAINER_EPHEMERAL_OWNER
+        } else if mode.is_ephemeral() {
+            session_id
+        } else {
+            0
+        };
+        self.check_session(session_id)?;
+        Ok((owner, path::parent_for_create(path)?))
+    }
+
+    /// What ZooKeeper's prep stage checks of a setACL before it looks at
+    /// the new ACL: the session, then the path.
+    pub fn set_acl_checks_before_acl(&self, session_id: i64, path: &str) -> Result<(), ErrorCode> {
+        self.check_session(session_id)?;
+        validate_path(path)
+    }
+
     /// `PrepRequestProcessor.pRequest2TxnCreate` + `DataTree.createNode`.
     #[allow(clippy::too_many_arguments)]
     fn create(
@@ -130,20 +164,8 @@ impl DataTree {
         ttl_ms: i64,
         triggers: &mut Vec<Trigger>,
     ) -> OpResult {
-        // validateCreateRequest: the TTL, then the session.
-        let owner = if mode.is_ttl() {
-            ttl_owner(ttl_ms).ok_or(ErrorCode::BadArguments)?
-        } else if ttl_ms >= 0 {
-            return Err(ErrorCode::BadArguments);
-        } else if mode.is_container() {
-            CONTAINER_EPHEMERAL_OWNER
-        } else if mode.is_ephemeral() {
-            ctx.txn.session_id
-        } else {
-            0
-        };
-        self.check_session(ctx)?;
-        let parent_path = path::parent_for_create(path)?;
+        let (owner, parent_path) =
+            self.create_checks_before_acl(ctx.txn.session_id, path, mode, ttl_ms)?;
         let acl = fixup_acl(acl, &ctx.txn.auth)?;
         let parent = self.node(parent_path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&parent.acl, perms::CREATE, &ctx.txn.auth) {
@@ -191,7 +213,7 @@ impl DataTree {
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> OpResult {
-        self.check_session(ctx)?;
+        self.check_session(ctx.txn.session_id)?;
         let parent_path = path::parent_for_delete(path)?;
         let parent = self.node(parent_path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&parent.acl, perms::DELETE, &ctx.txn.auth) {
@@ -215,7 +237,7 @@ impl DataTree {
         version: i32,
         triggers: &mut Vec<Trigger>,
     ) -> OpResult {
-        self.check_session(ctx)?;
+        self.check_session(ctx.txn.session_id)?;
         validate_path(path)?;
         let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&node.acl, perms::WRITE, &ctx.txn.auth) {
@@ -236,8 +258,7 @@ impl DataTree {
     /// `PrepRequestProcessor` setACL + `DataTree.setACL`. The new ACL is
     /// validated before the node is looked up, as in ZooKeeper.
     fn set_acl(&mut self, ctx: &Ctx, path: &str, acl: &[Acl], version: i32) -> OpResult {
-        self.check_session(ctx)?;
-        validate_path(path)?;
+        self.set_acl_checks_before_acl(ctx.txn.session_id, path)?;
         let acl = fixup_acl(acl, &ctx.txn.auth)?;
         let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&node.acl, perms::ADMIN, &ctx.txn.auth) {
@@ -250,7 +271,7 @@ impl DataTree {
 
     /// `PrepRequestProcessor` check: READ permission and the version.
     fn check(&self, ctx: &Ctx, path: &str, version: i32) -> OpResult {
-        self.check_session(ctx)?;
+        self.check_session(ctx.txn.session_id)?;
         validate_path(path)?;
         let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&node.acl, perms::READ, &ctx.txn.auth) {
