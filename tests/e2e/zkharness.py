@@ -56,6 +56,19 @@ def kill_group(proc: subprocess.Popen) -> None:
     proc.wait(10)
 
 
+def terminate(proc: subprocess.Popen, grace: float) -> bool:
+    """SIGTERM, then up to `grace` seconds for the process to exit. True if
+    it did; False if it had to be killed (its whole group, see kill_group)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            return False
+    return True
+
+
 def wait_until(pred, timeout: float = 10.0, interval: float = 0.05) -> bool:
     """Polls `pred` until it holds or `timeout` seconds pass; its last
     answer."""
@@ -230,12 +243,7 @@ class Server:
         """SIGTERM, then SIGKILL after `grace` seconds."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                kill_group(self.proc)
+        terminate(self.proc, grace)
         self.proc = None
 
     def kill(self) -> None:

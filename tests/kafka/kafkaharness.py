@@ -23,7 +23,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +32,8 @@ from typing import Callable, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "e2e"))
 
-from zkharness import HOST, KIND, Server, free_port, kill_group, zookeeper_classpath  # noqa: E402
+from zkharness import (  # noqa: E402
+    HOST, KIND, Server, free_port, kill_group, terminate, zookeeper_classpath)
 from ensemble import Ensemble, EnsembleError, Member  # noqa: E402
 
 from kazoo.client import KazooClient  # noqa: E402
@@ -294,15 +294,11 @@ class Broker:
         """SIGTERM: a controlled shutdown, which closes the ZooKeeper session."""
         if self.proc is None:
             return
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(grace)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                raise AssertionError(f"broker {self.id} did not stop within {grace}s of "
-                                     f"SIGTERM; killed\n{self.log_tail()}")
+        stopped = terminate(self.proc, grace)
         self.proc = None
+        if not stopped:
+            raise AssertionError(f"broker {self.id} did not stop within {grace}s of "
+                                 f"SIGTERM; killed\n{self.log_tail()}")
 
     def kill(self) -> None:
         """SIGKILL: the ZooKeeper session is left to expire."""
