@@ -103,6 +103,12 @@ impl Server {
         }
     }
 
+    /// How the process ended, if it was started and has exited on its
+    /// own (not if it was killed through this handle, which forgets it).
+    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.as_mut()?.try_wait().ok()?
+    }
+
     pub fn is_paused(&self) -> bool {
         self.paused
     }

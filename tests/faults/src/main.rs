@@ -223,13 +223,14 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     for worker in workers {
         worker.await?;
     }
-    let (cluster, _links, injected) = nemesis.await?;
+    let (mut cluster, _links, injected) = nemesis.await?;
     let injected = injected?;
 
     let mut problems = verify::final_reads(&cluster, &recorder, args.keys).await;
     let history = recorder.finish();
     problems.extend(verify::check_history(&history));
     problems.extend(verify::compare_servers(&cluster, args.keys).await);
+    problems.extend(verify::dead_servers(&mut cluster));
     let unknown = history
         .ops()
         .iter()

@@ -117,3 +117,32 @@ async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
     zk.close().await;
     Ok(copy)
 }
+
+/// Lines of a server log worth showing when a run fails: warnings, errors
+/// and panics, the last `LOG_LINES_SHOWN` of them.
+const LOG_LINES_SHOWN: usize = 20;
+
+/// For every server that exited on its own, its exit status and the last
+/// warnings and errors of its log: CI keeps only what the harness prints,
+/// not the logs it saved.
+pub fn dead_servers(cluster: &mut Cluster) -> Vec<String> {
+    let mut problems = Vec::new();
+    for i in 0..cluster.servers().len() {
+        let server = cluster.server(i);
+        let Some(status) = server.exit_status() else {
+            continue;
+        };
+        let log = std::fs::read_to_string(server.log_path()).unwrap_or_default();
+        let notable: Vec<&str> = log
+            .lines()
+            .filter(|line| ["WARN", "ERROR", "panicked"].iter().any(|w| line.contains(w)))
+            .collect();
+        let shown = &notable[notable.len().saturating_sub(LOG_LINES_SHOWN)..];
+        problems.push(format!(
+            "server.{} exited ({status}); the last warnings and errors of its log:\n      {}",
+            server.id(),
+            shown.join("\n      ")
+        ));
+    }
+    problems
+}
