@@ -40,6 +40,9 @@ const HEADER_BYTES: u64 = 16;
 const TRAILER_BYTES: u64 = 16;
 /// Buffer size for streaming snapshot payloads in and out.
 const IO_BUFFER_BYTES: usize = 1 << 20;
+/// How much of a snapshot being written may wait in the page cache before
+/// it is sent to disk: at most two such chunks are dirty at once.
+const WRITE_BACK_BYTES: u64 = 8 << 20;
 
 /// A reader over a verified snapshot's payload (`Box<dyn Read + Send>`),
 /// buffered; it ends exactly at the payload's end.
@@ -77,11 +80,41 @@ pub struct SnapshotStore {
 
 /// Streams into a [`WritableFile`], tracking the byte offset in the file
 /// and the running checksum of everything written.
+/// Writes the file from its start, checksumming as it goes, and sends what
+/// it wrote to disk one `WRITE_BACK_BYTES` chunk at a time (the previous
+/// chunk waited for when the next one is started). A snapshot is the size
+/// of the whole tree; written in one go, its gigabytes of dirty pages would
+/// all be flushed by the final fsync, and the log's fdatasync, which the
+/// file system orders behind them, would stall every write meanwhile.
 struct ChecksummedWriter<'a> {
     file: &'a mut dyn WritableFile,
     /// Byte offset in the file of the next write.
     offset: u64,
+    /// Where the chunk not yet sent to disk starts.
+    unsent: u64,
     crc: u32,
+}
+
+impl<'a> ChecksummedWriter<'a> {
+    fn new(file: &'a mut dyn WritableFile) -> Self {
+        ChecksummedWriter {
+            file,
+            offset: 0,
+            unsent: 0,
+            crc: 0,
+        }
+    }
+
+    fn write_back_full_chunks(&mut self) -> io::Result<()> {
+        while self.offset - self.unsent >= WRITE_BACK_BYTES {
+            if let Some(previous) = self.unsent.checked_sub(WRITE_BACK_BYTES) {
+                self.file.write_back(previous, WRITE_BACK_BYTES, true)?;
+            }
+            self.file.write_back(self.unsent, WRITE_BACK_BYTES, false)?;
+            self.unsent += WRITE_BACK_BYTES;
+        }
+        Ok(())
+    }
 }
 
 impl Write for ChecksummedWriter<'_> {
@@ -89,6 +122,7 @@ impl Write for ChecksummedWriter<'_> {
         self.file.write_all_at(self.offset, buf)?;
         self.offset += buf.len() as u64;
         self.crc = crc32c::crc32c_append(self.crc, buf);
+        self.write_back_full_chunks()?;
         Ok(buf.len())
     }
 
@@ -183,11 +217,7 @@ impl SnapshotStore {
         let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
         let mut out = BufWriter::with_capacity(
             IO_BUFFER_BYTES,
-            ChecksummedWriter {
-                file: file.as_mut(),
-                offset: 0,
-                crc: 0,
-            },
+            ChecksummedWriter::new(file.as_mut()),
         );
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
         out.write_all(&index.to_le_bytes())
@@ -394,5 +424,74 @@ mod tests {
         assert_eq!(parse_snapshot_name("snap-00000000000000ff.snap"), Some(255));
         assert_eq!(parse_snapshot_name("snap-00000000000000ff.3.tmp"), None);
         assert!(is_temp_name("snap-00000000000000ff.3.tmp"));
+    }
+
+    /// Remembers which bytes were written and not yet waited on.
+    #[derive(Debug, Default)]
+    struct DirtyPages {
+        written: u64,
+        waited: u64,
+        started: u64,
+        most_dirty: u64,
+    }
+
+    impl WritableFile for DirtyPages {
+        fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
+            assert_eq!(offset, self.written, "the writer writes in order");
+            self.written += buf.len() as u64;
+            self.most_dirty = self.most_dirty.max(self.written - self.waited);
+            Ok(())
+        }
+        fn set_len(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn allocate(&mut self, _: u64) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            self.waited = self.written;
+            Ok(())
+        }
+        fn sync_all(&mut self) -> io::Result<()> {
+            self.sync_data()
+        }
+        fn write_back(&mut self, offset: u64, len: u64, wait: bool) -> io::Result<()> {
+            assert!(offset + len <= self.written, "only written bytes are sent");
+            if wait {
+                assert_eq!(offset, self.waited, "chunks are waited for in order");
+                self.waited = offset + len;
+            } else {
+                assert_eq!(offset, self.started, "chunks are started in order");
+                self.started = offset + len;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_long_write_keeps_at_most_two_chunks_dirty() {
+        let mut file = DirtyPages::default();
+        let mut out = BufWriter::with_capacity(IO_BUFFER_BYTES, ChecksummedWriter::new(&mut file));
+        let block = vec![7u8; 300_000];
+        let total = 10 * WRITE_BACK_BYTES + 12_345;
+        let mut left = total;
+        while left > 0 {
+            let n = left.min(block.len() as u64) as usize;
+            out.write_all(&block[..n]).expect("write");
+            left -= n as u64;
+        }
+        let Ok(writer) = out.into_inner() else {
+            panic!("the last buffer could not be written");
+        };
+        assert_eq!(writer.offset, total);
+        assert_eq!(file.started, 10 * WRITE_BACK_BYTES);
+        assert_eq!(file.waited, 9 * WRITE_BACK_BYTES);
+        // One buffer's worth may land on top of the two chunks before the
+        // writer sees a chunk is full.
+        assert!(
+            file.most_dirty <= 2 * WRITE_BACK_BYTES + IO_BUFFER_BYTES as u64,
+            "{} bytes were dirty at once",
+            file.most_dirty
+        );
     }
 }
