@@ -1,19 +1,18 @@
 //! The raft log made durable: every entry and hard state raft hands us is
 //! appended to the write-ahead log and synced once per Ready (group
-//! commit), and mirrored in raft's `MemStorage`, which serves raft's reads.
-//!
-//! `MemStorage` holds the entries after the latest snapshot (its
-//! `entries[i]` sits at log index `first_index + i`); the WAL holds at least
-//! those, and is trimmed by whole segments after each snapshot.
+//! commit), and recorded in the `LogStore`, which serves raft's reads:
+//! terms and record locations of the entries after the latest snapshot,
+//! the newest entries themselves, the rest read back from the WAL. The WAL
+//! holds at least those entries, and is trimmed by whole segments after
+//! each snapshot.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
-use raft::storage::MemStorage;
-use raft::Storage as _;
-use storage::{Wal, WalOptions};
+use storage::{RecordLocation, Wal, WalOptions};
 
+use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
 use crate::snapshot::SnapshotMeta;
 use crate::Error;
@@ -21,7 +20,7 @@ use crate::Error;
 pub(crate) struct DurableLog {
     dir: PathBuf,
     wal: Wal,
-    mem: MemStorage,
+    log: LogStore,
     /// The newest durable snapshot, which raft may send to a follower.
     latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
     /// Reused encoding buffer, so persisting a batch allocates nothing new.
@@ -39,14 +38,17 @@ impl DurableLog {
         snapshot: Option<&SnapshotMeta>,
     ) -> Result<Self, Error> {
         let (wal, records) = Wal::open(dir, WalOptions::default())?;
-        let mem =
-            MemStorage::new_with_conf_state(ConfState::from((voters.to_vec(), learners.to_vec())));
+        let log = LogStore::new(
+            ConfState::from((voters.to_vec(), learners.to_vec())),
+            wal.reader(),
+            ENTRY_CACHE_BYTES_MAX,
+        );
         let snapshot_index = snapshot.map_or(0, |s| s.index);
         if let Some(meta) = snapshot {
-            mem.wl().apply_snapshot(meta.to_raft())?;
+            log.apply_snapshot(meta.index, meta.term, meta.conf_state());
         }
 
-        let mut entries: Vec<Entry> = Vec::new();
+        let mut entries: Vec<(Entry, RecordLocation)> = Vec::new();
         let mut hard_state = HardState::default();
         // Entries start after the newest snapshot the state machine holds.
         let mut snapshot_index = snapshot_index;
@@ -68,7 +70,9 @@ impl DurableLog {
                 LogRecord::Entry(entry) => {
                     // A later record for an index already seen is raft
                     // overwriting a conflicting suffix: drop the old tail.
-                    let expected_next = entries.last().map_or(snapshot_index + 1, |e| e.index + 1);
+                    let expected_next = entries
+                        .last()
+                        .map_or(snapshot_index + 1, |(e, _)| e.index + 1);
                     if entry.index > expected_next {
                         return Err(Error::LogGap {
                             dir: dir.to_path_buf(),
@@ -78,24 +82,22 @@ impl DurableLog {
                     }
                     let keep = (entry.index - (snapshot_index + 1)) as usize;
                     entries.truncate(keep);
-                    entries.push(entry);
+                    entries.push((entry, rec.location));
                 }
             }
         }
 
-        let last_index = entries.last().map_or(snapshot_index, |e| e.index);
+        let last_index = entries.last().map_or(snapshot_index, |(e, _)| e.index);
         let snapshot_term = snapshot.map_or(0, |s| s.term);
         hard_state.term = hard_state.term.max(snapshot_term);
         hard_state.commit = hard_state.commit.clamp(snapshot_index, last_index);
-        {
-            let mut core = mem.wl();
-            core.append(&entries)?;
-            core.set_hardstate(hard_state);
-        }
+        let (entries, locations): (Vec<Entry>, Vec<RecordLocation>) = entries.into_iter().unzip();
+        log.append(&entries, &locations);
+        log.set_hard_state(hard_state);
         Ok(Self {
             dir: dir.to_path_buf(),
             wal,
-            mem,
+            log,
             latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),
             scratch: Vec::new(),
         })
@@ -108,7 +110,8 @@ impl DurableLog {
         record::encode_snapshot_mark(meta.index, &mut self.scratch);
         self.wal.append(&[(meta.index, &self.scratch[..])])?;
         self.wal.sync()?;
-        self.mem.wl().apply_snapshot(meta.to_raft())?;
+        self.log
+            .apply_snapshot(meta.index, meta.term, meta.conf_state());
         *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(meta.clone());
         Ok(())
     }
@@ -116,7 +119,7 @@ impl DurableLog {
     /// What raft reads from; cheap to clone (it shares the core).
     pub(crate) fn raft_storage(&self) -> RaftStore {
         RaftStore {
-            mem: self.mem.clone(),
+            log: self.log.clone(),
             latest_snapshot: self.latest_snapshot.clone(),
         }
     }
@@ -140,7 +143,7 @@ impl DurableLog {
         }
         let last_index = entries
             .last()
-            .map_or_else(|| self.mem.last_index().unwrap_or(0), |e| e.index);
+            .map_or_else(|| self.log.last_index(), |e| e.index);
         if let Some(hs) = hard_state {
             let start = self.scratch.len();
             record::encode_hard_state(hs, &mut self.scratch);
@@ -150,13 +153,12 @@ impl DurableLog {
             .iter()
             .map(|(index, range)| (*index, &self.scratch[range.clone()]))
             .collect();
-        self.wal.append(&slices)?;
+        let locations = self.wal.append(&slices)?;
         self.wal.sync()?;
 
-        let mut core = self.mem.wl();
-        core.append(entries)?;
+        self.log.append(entries, &locations[..entries.len()]);
         if let Some(hs) = hard_state {
-            core.set_hardstate(hs.clone());
+            self.log.set_hard_state(hs.clone());
         }
         Ok(())
     }
@@ -164,7 +166,7 @@ impl DurableLog {
     /// Records a commit index raft learned after persisting (kept in memory;
     /// the next hard state record carries it to disk).
     pub(crate) fn set_commit(&mut self, commit: u64) {
-        self.mem.wl().mut_hard_state().commit = commit;
+        self.log.set_commit(commit);
     }
 
     /// Forgets what a durable snapshot covers: entries before it in
@@ -173,18 +175,18 @@ impl DurableLog {
     /// trimming never loses the vote.
     pub(crate) fn compact(&mut self, snapshot: SnapshotMeta) -> Result<(), Error> {
         let index = snapshot.index;
-        let first = self.mem.first_index()?;
-        let last = self.mem.last_index()?;
+        let first = self.log.first_index();
+        let last = self.log.last_index();
         if index < first || index > last {
             return Ok(());
         }
         // First, so that trimming the segments that held it never loses the
         // vote; and so that a full disk fails the call before it changes
         // anything, for the caller to repeat.
-        let hard_state = self.mem.rl().hard_state().clone();
+        let hard_state = self.log.hard_state();
         self.persist(&[], Some(&hard_state))?;
+        self.log.compact(index, snapshot.term);
         *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
-        self.mem.wl().compact(index)?;
         self.wal.release_through(index.saturating_sub(1))?;
         Ok(())
     }
@@ -194,19 +196,18 @@ impl DurableLog {
     }
 }
 
-/// Raft's view of the log: `MemStorage`, except for snapshots. MemStorage
-/// would describe one at its commit index with no data; ours describes the
-/// newest snapshot on disk, whose bytes the server streams to the follower
-/// before raft's message announcing it.
+/// Raft's view of the log: the `LogStore`, and for snapshots the newest
+/// one on disk, whose bytes the server streams to the follower before
+/// raft's message announcing it.
 #[derive(Clone)]
 pub(crate) struct RaftStore {
-    mem: MemStorage,
+    log: LogStore,
     latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
 }
 
 impl raft::Storage for RaftStore {
     fn initial_state(&self) -> raft::Result<raft::RaftState> {
-        self.mem.initial_state()
+        Ok(self.log.raft_state())
     }
 
     fn entries(
@@ -214,21 +215,21 @@ impl raft::Storage for RaftStore {
         low: u64,
         high: u64,
         max_size: impl Into<Option<u64>>,
-        context: raft::GetEntriesContext,
+        _context: raft::GetEntriesContext,
     ) -> raft::Result<Vec<Entry>> {
-        self.mem.entries(low, high, max_size, context)
+        self.log.entries(low, high, max_size.into())
     }
 
     fn term(&self, index: u64) -> raft::Result<u64> {
-        self.mem.term(index)
+        self.log.term(index)
     }
 
     fn first_index(&self) -> raft::Result<u64> {
-        self.mem.first_index()
+        Ok(self.log.first_index())
     }
 
     fn last_index(&self) -> raft::Result<u64> {
-        self.mem.last_index()
+        Ok(self.log.last_index())
     }
 
     fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<raft::prelude::Snapshot> {
@@ -243,6 +244,8 @@ impl raft::Storage for RaftStore {
 
 #[cfg(test)]
 mod tests {
+    use raft::Storage as _;
+
     use super::*;
 
     fn entry(index: u64, term: u64, data: &[u8]) -> Entry {
@@ -275,10 +278,13 @@ mod tests {
             .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage().mem;
-        assert_eq!(mem.last_index().unwrap(), 2);
-        assert_eq!(mem.rl().hard_state(), &hard_state(1, 1, 2));
-        let entries = mem
+        let store = log.raft_storage();
+        assert_eq!(store.last_index().unwrap(), 2);
+        assert_eq!(
+            store.initial_state().unwrap().hard_state,
+            hard_state(1, 1, 2)
+        );
+        let entries = store
             .entries(1, 3, None, raft::GetEntriesContext::empty(false))
             .unwrap();
         assert_eq!(entries[1].data.as_ref(), b"b");
@@ -298,9 +304,9 @@ mod tests {
                 .unwrap();
         }
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-        let mem = log.raft_storage().mem;
-        assert_eq!(mem.last_index().unwrap(), 2);
-        assert_eq!(mem.term(2).unwrap(), 2);
+        let store = log.raft_storage();
+        assert_eq!(store.last_index().unwrap(), 2);
+        assert_eq!(store.term(2).unwrap(), 2);
     }
 
     #[test]
@@ -325,9 +331,10 @@ mod tests {
             learners: vec![],
         };
         let log = DurableLog::open(dir.path(), &[1], &[], Some(&meta)).unwrap();
-        let mem = log.raft_storage().mem;
-        assert_eq!(mem.first_index().unwrap(), 7);
-        assert_eq!(mem.last_index().unwrap(), 10);
-        assert_eq!(mem.rl().hard_state().commit, 10);
+        let store = log.raft_storage();
+        assert_eq!(store.first_index().unwrap(), 7);
+        assert_eq!(store.last_index().unwrap(), 10);
+        assert_eq!(store.initial_state().unwrap().hard_state.commit, 10);
+        assert_eq!(store.term(6).unwrap(), 1);
     }
 }

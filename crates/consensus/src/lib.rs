@@ -18,6 +18,7 @@
 
 mod durable;
 mod error;
+mod log_store;
 mod node;
 mod record;
 mod snapshot;

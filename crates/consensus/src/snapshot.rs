@@ -76,11 +76,13 @@ impl SnapshotMeta {
         let meta = snapshot.mut_metadata();
         meta.index = self.index;
         meta.term = self.term;
-        meta.set_conf_state(ConfState::from((
-            self.voters.clone(),
-            self.learners.clone(),
-        )));
+        meta.set_conf_state(self.conf_state());
         snapshot
+    }
+
+    /// The membership the snapshot holds, as raft takes it.
+    pub(crate) fn conf_state(&self) -> ConfState {
+        ConfState::from((self.voters.clone(), self.learners.clone()))
     }
 }
 

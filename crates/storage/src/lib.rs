@@ -74,9 +74,11 @@ mod fs;
 mod record;
 mod snapshot;
 mod wal;
+mod wal_read;
 
 pub use error::StorageError;
 pub use fs::{FileSystem, ReadableFile, StdFs, WritableFile};
 pub use record::RECORD_PAYLOAD_BYTES_MAX;
 pub use snapshot::{SnapshotReader, SnapshotStore};
 pub use wal::{RecoveryMode, Wal, WalOptions, WalRecord};
+pub use wal_read::{RecordLocation, WalReader};

@@ -215,10 +215,8 @@ impl SnapshotStore {
     ) -> Result<(), StorageError> {
         let ctx = || format!("writing snapshot {}", temp.display());
         let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
-        let mut out = BufWriter::with_capacity(
-            IO_BUFFER_BYTES,
-            ChecksummedWriter::new(file.as_mut()),
-        );
+        let mut out =
+            BufWriter::with_capacity(IO_BUFFER_BYTES, ChecksummedWriter::new(file.as_mut()));
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
         out.write_all(&index.to_le_bytes())
             .map_err(io_context(ctx))?;

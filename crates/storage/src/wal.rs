@@ -67,6 +67,7 @@ use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
 use crate::record::{
     self, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
 };
+use crate::wal_read::{RecordLocation, SegmentPaths, WalReader};
 
 /// Tuning of a [`Wal`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,11 +113,14 @@ pub struct WalRecord {
     pub index: u64,
     /// The payload; shares memory with the other payloads of its segment.
     pub payload: Bytes,
+    /// Where it lies, for reading it again with a [`WalReader`].
+    pub location: RecordLocation,
 }
 
 /// A segment that will not be written again; all its records are durable.
 #[derive(Debug)]
 struct SealedSegment {
+    seq: u64,
     path: PathBuf,
     /// The largest index among its records (caller's index space); `None` if
     /// it holds none.
@@ -126,6 +130,7 @@ struct SealedSegment {
 /// The segment appends go to.
 #[derive(Debug)]
 struct ActiveSegment {
+    seq: u64,
     path: PathBuf,
     file: Box<dyn WritableFile>,
     /// Byte offset in the file where the next record goes.
@@ -159,6 +164,8 @@ pub struct Wal {
     /// Encoding buffer, reused across appends.
     pending: Vec<u8>,
     poisoned: bool,
+    /// Every segment file now in the log, for readers.
+    paths: SegmentPaths,
 }
 
 /// A segment file found on disk.
@@ -214,6 +221,7 @@ fn read_file(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>, StorageError> 
 /// Verifies one segment's bytes and extracts its records, applying the
 /// recovery policy. Modifies nothing.
 fn load_segment(
+    seq: u64,
     path: &Path,
     mut buf: Vec<u8>,
     is_last: bool,
@@ -281,9 +289,17 @@ fn load_segment(
     let records = scan
         .records
         .into_iter()
-        .map(|(index, range)| WalRecord {
-            index,
-            payload: bytes.slice(range),
+        .map(|(index, range)| {
+            let offset = range.start - RECORD_HEADER_BYTES;
+            WalRecord {
+                index,
+                location: RecordLocation {
+                    segment: seq,
+                    offset: offset as u64,
+                    len: (range.end - offset) as u32,
+                },
+                payload: bytes.slice(range),
+            }
         })
         .collect();
     Ok(LoadedSegment {
@@ -333,28 +349,34 @@ impl Wal {
             last_index: None,
             pending: Vec::new(),
             poisoned: false,
+            paths: SegmentPaths::default(),
         };
         let mut records = Vec::new();
         for (i, seg) in found.iter().enumerate() {
             let is_last = i + 1 == found.len();
             let buf = read_file(wal.fs.as_ref(), &seg.path)?;
-            let mut loaded = load_segment(&seg.path, buf, is_last, mode)?;
+            let mut loaded = load_segment(seg.seq, &seg.path, buf, is_last, mode)?;
             let max_index = loaded.records.iter().map(|r| r.index).max();
             let has_records = !loaded.records.is_empty();
             records.append(&mut loaded.records);
             wal.next_seq = seg.seq + 1;
+            wal.paths
+                .lock()
+                .expect("segment list poisoned")
+                .insert(seg.seq, seg.path.clone());
             if !is_last {
                 wal.sealed.push_back(SealedSegment {
+                    seq: seg.seq,
                     path: seg.path.clone(),
                     max_index,
                 });
             } else if has_records {
-                wal.reopen_last(&seg.path, &loaded, max_index)?;
+                wal.reopen_last(seg.seq, &seg.path, &loaded, max_index)?;
             } else {
                 // Nothing in it (a crash right after creating it, or a torn
                 // first record): remove it, so that the next segment is named
                 // after the record it really starts with. Its seq is reused.
-                wal.remove_segment(&seg.path)?;
+                wal.remove_segment(seg.seq, &seg.path)?;
                 wal.next_seq = seg.seq;
             }
         }
@@ -372,6 +394,7 @@ impl Wal {
     /// Makes the last segment on disk the active one, cutting a torn tail.
     fn reopen_last(
         &mut self,
+        seq: u64,
         path: &Path,
         loaded: &LoadedSegment,
         max_index: Option<u64>,
@@ -395,6 +418,7 @@ impl Wal {
             format!("fsync of WAL segment {}", path.display())
         }))?;
         self.active = Some(ActiveSegment {
+            seq,
             path: path.to_path_buf(),
             file,
             write_offset: loaded.valid_end,
@@ -415,7 +439,12 @@ impl Wal {
     /// new segment could not be started, are then written again, which
     /// recovery reads as the same record rewritten). Any other error poisons
     /// the log.
-    pub fn append(&mut self, records: &[(u64, &[u8])]) -> Result<(), StorageError> {
+    ///
+    /// Returns where each record was written, in their order.
+    pub fn append(
+        &mut self,
+        records: &[(u64, &[u8])],
+    ) -> Result<Vec<RecordLocation>, StorageError> {
         self.check_usable()?;
         for &(index, payload) in records {
             if payload.len() > RECORD_PAYLOAD_BYTES_MAX {
@@ -428,7 +457,8 @@ impl Wal {
         }
         let mut pending = std::mem::take(&mut self.pending);
         pending.clear();
-        let result = self.append_encoded(records, &mut pending);
+        let mut locations = Vec::with_capacity(records.len());
+        let result = self.append_encoded(records, &mut pending, &mut locations);
         if result
             .as_ref()
             .is_err_and(|e| !matches!(e, StorageError::NoSpace { .. }))
@@ -439,13 +469,14 @@ impl Wal {
         if pending.capacity() <= 16 << 20 {
             self.pending = pending;
         }
-        result
+        result.map(|()| locations)
     }
 
     fn append_encoded(
         &mut self,
         records: &[(u64, &[u8])],
         pending: &mut Vec<u8>,
+        locations: &mut Vec<RecordLocation>,
     ) -> Result<(), StorageError> {
         for &(index, payload) in records {
             let record_bytes = (RECORD_HEADER_BYTES + payload.len()) as u64;
@@ -461,10 +492,16 @@ impl Wal {
                 self.write_pending(pending)?;
                 self.roll(index)?;
             }
+            let Some(active) = &mut self.active else {
+                unreachable!("a segment is active once rolled to");
+            };
+            locations.push(RecordLocation {
+                segment: active.seq,
+                offset: active.write_offset + pending.len() as u64,
+                len: record_bytes as u32,
+            });
             record::encode(pending, index, payload);
-            if let Some(active) = &mut self.active {
-                active.max_index = Some(active.max_index.map_or(index, |m| m.max(index)));
-            }
+            active.max_index = Some(active.max_index.map_or(index, |m| m.max(index)));
             self.last_index = Some(index);
         }
         self.write_pending(pending)
@@ -502,6 +539,7 @@ impl Wal {
                 }))?;
             }
             self.sealed.push_back(SealedSegment {
+                seq: old.seq,
                 path: old.path,
                 max_index: old.max_index,
             });
@@ -519,14 +557,19 @@ impl Wal {
             }
         };
         debug!(file = %path.display(), first_index, "started WAL segment");
-        self.next_seq += 1;
+        self.paths
+            .lock()
+            .expect("segment list poisoned")
+            .insert(self.next_seq, path.clone());
         self.active = Some(ActiveSegment {
+            seq: self.next_seq,
             path,
             file,
             write_offset: SEGMENT_HEADER_BYTES as u64,
             max_index: None,
             unsynced: false,
         });
+        self.next_seq += 1;
         Ok(())
     }
 
@@ -580,15 +623,19 @@ impl Wal {
             if front.max_index.is_some_and(|m| m > index) {
                 break;
             }
-            let path = front.path.clone();
-            self.remove_segment(&path)?;
+            let (seq, path) = (front.seq, front.path.clone());
+            self.remove_segment(seq, &path)?;
             self.sealed.pop_front();
         }
         Ok(())
     }
 
     /// Unlinks one segment and syncs the directory.
-    fn remove_segment(&self, path: &Path) -> Result<(), StorageError> {
+    fn remove_segment(&self, seq: u64, path: &Path) -> Result<(), StorageError> {
+        self.paths
+            .lock()
+            .expect("segment list poisoned")
+            .remove(&seq);
         match self.fs.remove_file(path) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -616,6 +663,14 @@ impl Wal {
     /// How many segment files the log has (sealed plus active).
     pub fn segment_count(&self) -> usize {
         self.sealed.len() + usize::from(self.active.is_some())
+    }
+
+    /// A reader of this log's records by location, for any thread.
+    pub fn reader(&self) -> WalReader {
+        WalReader {
+            fs: self.fs.clone(),
+            segments: self.paths.clone(),
+        }
     }
 
     /// The directory holding the log.

@@ -143,7 +143,7 @@ fn open_faulty_with(dir: &Path, options: WalOptions) -> (Wal, Arc<Faults>) {
 fn append_range(wal: &mut Wal, range: std::ops::RangeInclusive<u64>) -> Result<(), StorageError> {
     let payloads: Vec<(u64, Vec<u8>)> = range.map(|i| (i, vec![i as u8; 40])).collect();
     let batch: Vec<(u64, &[u8])> = payloads.iter().map(|(i, p)| (*i, p.as_slice())).collect();
-    wal.append(&batch)
+    wal.append(&batch).map(drop)
 }
 
 fn recovered_indices(dir: &Path) -> Vec<u64> {

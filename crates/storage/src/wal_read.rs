@@ -1,0 +1,121 @@
+//! Reading records back from the write-ahead log by where they were
+//! written, so that its owner need not keep what it appended in memory.
+//!
+//! [`Wal::append`](crate::Wal::append) and [`Wal::open`](crate::Wal::open)
+//! say where each record lies ([`RecordLocation`]); a [`WalReader`], which
+//! any thread may hold, reads the records at given locations again and
+//! verifies them. The log keeps the reader's list of segment files current
+//! as it starts and removes them, so a location in a removed segment is an
+//! error, never another record.
+
+use std::collections::BTreeMap;
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+
+use crate::error::{io_context, StorageError};
+use crate::fs::FileSystem;
+use crate::record::{self, Decoded};
+
+/// Where one record lies in the log: its segment, its byte offset there,
+/// and the bytes it takes (header and payload).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordLocation {
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
+}
+
+impl RecordLocation {
+    /// The bytes the record takes on disk, header included.
+    pub fn stored_bytes(&self) -> u64 {
+        u64::from(self.len)
+    }
+
+    /// Whether `next` starts right where this record ends.
+    fn is_followed_by(&self, next: &RecordLocation) -> bool {
+        next.segment == self.segment && next.offset == self.offset + self.stored_bytes()
+    }
+}
+
+/// The segment files by sequence number, shared by the log and its
+/// readers.
+pub(crate) type SegmentPaths = Arc<Mutex<BTreeMap<u64, PathBuf>>>;
+
+/// Reads records of one log at their locations; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct WalReader {
+    pub(crate) fs: Arc<dyn FileSystem>,
+    pub(crate) segments: SegmentPaths,
+}
+
+impl WalReader {
+    /// The payloads of the records at `locations`, in their order. Records
+    /// that follow each other in a segment are read with one read.
+    pub fn read(&self, locations: &[RecordLocation]) -> Result<Vec<Bytes>, StorageError> {
+        let mut payloads = Vec::with_capacity(locations.len());
+        let mut rest = locations;
+        while let Some(first) = rest.first() {
+            let run = 1 + rest
+                .windows(2)
+                .take_while(|pair| pair[0].is_followed_by(&pair[1]))
+                .count();
+            let (this, next) = rest.split_at(run);
+            self.read_run(first.segment, this, &mut payloads)?;
+            rest = next;
+        }
+        Ok(payloads)
+    }
+
+    /// Reads the adjacent records `run` of `segment` with one read.
+    fn read_run(
+        &self,
+        segment: u64,
+        run: &[RecordLocation],
+        payloads: &mut Vec<Bytes>,
+    ) -> Result<(), StorageError> {
+        let path = self.path_of(segment)?;
+        let start = run[0].offset;
+        let span: u64 = run.iter().map(RecordLocation::stored_bytes).sum();
+        let ctx = || format!("reading back WAL segment {}", path.display());
+        let mut file = self.fs.open_read(&path).map_err(io_context(ctx))?;
+        file.seek(SeekFrom::Start(start)).map_err(io_context(ctx))?;
+        let mut buf = vec![0; span as usize];
+        file.read_exact(&mut buf).map_err(io_context(ctx))?;
+        let buf = Bytes::from(buf);
+        let mut at = 0;
+        for location in run {
+            match record::decode_at(&buf, at) {
+                Decoded::Record { payload, next, .. } => {
+                    payloads.push(buf.slice(payload));
+                    at = next;
+                }
+                Decoded::End | Decoded::Bad { .. } => {
+                    return Err(StorageError::Corrupt {
+                        file: path,
+                        offset: location.offset,
+                        reason: "a record read back from the log is not the record written there"
+                            .to_string(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn path_of(&self, segment: u64) -> Result<PathBuf, StorageError> {
+        let segments = self.segments.lock().expect("segment list poisoned");
+        segments
+            .get(&segment)
+            .cloned()
+            .ok_or_else(|| StorageError::Io {
+                context: format!("reading back WAL segment {segment:#x}"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the segment was released (a record before the last snapshot was asked for)",
+                ),
+            })
+    }
+}
