@@ -121,8 +121,8 @@ impl Default for ServerConfig {
             max_session_timeout_ms: 20 * tick_time_ms as i32,
             max_client_cnxns: 60,
             snap_count: 100_000,
-            // ZooKeeper's default is 4 GiB of log on disk; Paddock also
-            // holds the log since the last snapshot in memory.
+            // ZooKeeper's default is 4 GiB of log on disk; Paddock reads
+            // the log since the last snapshot into memory once on restart.
             snap_size_limit_kb: 256 * 1024,
             autopurge_snap_retain_count: 3,
             extended_types_enabled: false,

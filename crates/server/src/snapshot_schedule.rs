@@ -3,14 +3,12 @@
 //! each limit jittered to between half and all of it, as ZooKeeper does,
 //! so that replicas do not snapshot in step.
 //!
-//! The size limit matters more here than in ZooKeeper: the log since the
-//! last snapshot is also held in memory (raft's storage), so a client
-//! writing large multis would otherwise grow the server by up to
-//! `snapCount` times their size before a snapshot let the log go. It never
-//! falls below the tree's own data size, though: a snapshot rewrites the
-//! whole tree, and doing that for every small fraction of it written would
-//! multiply the disk's work. So the log held in memory stays within the
-//! larger of the limit and the tree.
+//! The size limit bounds the log a restart replays (and reads into memory
+//! once): a client writing large multis would otherwise grow it by up to
+//! `snapCount` times their size. It never falls below the tree's own data
+//! size, though: a snapshot rewrites the whole tree, and doing that for
+//! every small fraction of it written would multiply the disk's work. So
+//! the log stays within the larger of the limit and the tree.
 
 use rand::Rng as _;
 

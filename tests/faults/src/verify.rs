@@ -135,7 +135,11 @@ pub fn dead_servers(cluster: &mut Cluster) -> Vec<String> {
         let log = std::fs::read_to_string(server.log_path()).unwrap_or_default();
         let notable: Vec<&str> = log
             .lines()
-            .filter(|line| ["WARN", "ERROR", "panicked"].iter().any(|w| line.contains(w)))
+            .filter(|line| {
+                ["WARN", "ERROR", "panicked"]
+                    .iter()
+                    .any(|w| line.contains(w))
+            })
             .collect();
         let shown = &notable[notable.len().saturating_sub(LOG_LINES_SHOWN)..];
         problems.push(format!(
