@@ -10,8 +10,8 @@
 //! Layout:
 //! - `spec`: what to start ([`Flavor`], [`Spec`]) and the zoo.cfg each
 //!   server gets.
-//! - `process`: one server process ([`Server`]): start, kill, pause,
-//!   resume, restart, wipe, its memory.
+//! - `process`: one server process ([`Server`]): start, kill, stop
+//!   gracefully, pause, resume, restart, wipe, its memory.
 //! - `probe`: four-letter words over a socket (`srvr`), how a server says it
 //!   serves and in which mode.
 //! - [`Cluster`] (here): the servers of one deployment together.
@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 pub use probe::{four_letter_word, Mode};
-pub use process::{cpu_time, kill, rss_bytes, Server};
+pub use process::{cpu_time, kill, rss_bytes, terminate, Server};
 pub use spec::{Flavor, Ports, Spec};
 
 /// How long a server may take to start serving as a member of its
