@@ -7,6 +7,7 @@
 //!   `RawNode`, sends its messages through a [`Network`] and hands
 //!   committed entries to the state machine.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
+//! - `hand_off`: choosing the follower a stopping leader hands over to.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
 //! - `status`: role, term and indexes published for monitoring.
@@ -18,6 +19,7 @@
 
 mod durable;
 mod error;
+mod hand_off;
 mod node;
 mod record;
 mod snapshot;
@@ -25,6 +27,7 @@ mod status;
 mod transport;
 
 pub use error::Error;
+pub use hand_off::HandOff;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
 };
