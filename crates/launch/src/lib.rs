@@ -32,7 +32,8 @@ pub use spec::{Flavor, Ports, Spec};
 /// deployment (a JVM starting and electing a leader on a busy machine).
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The servers of one deployment; every process is killed when dropped.
+/// The servers of one deployment; every process is killed when dropped
+/// (use [`Cluster::stop`] for a graceful stop).
 pub struct Cluster {
     spec: Spec,
     servers: Vec<Server>,
@@ -67,6 +68,18 @@ impl Cluster {
 
     pub fn server(&mut self, index: usize) -> &mut Server {
         &mut self.servers[index]
+    }
+
+    /// Stops every server gracefully, all at once: SIGTERM to each, then
+    /// SIGKILL to any still running `grace` later.
+    pub fn stop(&mut self, grace: Duration) {
+        for server in &mut self.servers {
+            server.terminate();
+        }
+        let deadline = Instant::now() + grace;
+        for server in &mut self.servers {
+            server.stop(deadline.saturating_duration_since(Instant::now()));
+        }
     }
 
     /// `host:port,host:port,...` of every server, as clients take it.
