@@ -1,6 +1,7 @@
-"""A replicated ensemble under faults: the leader SIGKILLed under load, a
-follower frozen (SIGSTOP) and resumed, a follower restarted with its data
-wiped, a minority left alone.  Every test ends the same way: every write a
+"""A replicated ensemble under faults: the leader SIGKILLed under load, or
+stopped with SIGTERM (it hands leadership over first), a follower frozen
+(SIGSTOP) and resumed, a follower restarted with its data wiped, a
+minority left alone.  Every test ends the same way: every write a
 client saw acknowledged is on every server, and all servers hold identical
 trees (paths, data, ACLs and the replicated Stat fields).
 
@@ -10,6 +11,7 @@ Each test starts its own 3-server ensemble (tickTime=200: sessions of
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -137,6 +139,49 @@ def test_leader_sigkill_under_load_keeps_sessions_and_acknowledged_writes(make_e
           f"{sum(len(w.unknown) for w in writers)}")
     assert_sessions_kept(writers)
     old.wait_serving()
+    verify_acknowledged(ens, writers)
+    ens.assert_trees_identical()
+
+
+# ---------------------------------------------------------------- leader stop
+
+@pytest.mark.timeout(150)
+def test_leader_sigterm_hands_leadership_over_without_an_election(make_ensemble):
+    """A leader stopped with SIGTERM first hands leadership to a follower:
+    another server leads within 500 ms of the signal, where an election
+    would wait out a randomized 1..2 s timeout first; writes pause for less
+    than that timeout; no client loses its session nor an acknowledged
+    write."""
+    ens = make_ensemble()
+    root = "/term"
+    ens.client(ens.leader()).create(root, b"")
+    old = ens.leader()
+    others = [m for m in ens.voters if m is not old]
+    writers = start_writers(ens, root)
+    try:
+        t = time.monotonic()
+        wait_progress(writers, t, 20, 20, "before the stop")
+        t_term = time.monotonic()
+        old.proc.send_signal(signal.SIGTERM)
+        new = wait_for(lambda: next((m for m in others if m.mode(timeout=0.5) == "leader"), None),
+                       timeout=20, interval=0.005, what="another server to lead")
+        t_led = time.monotonic()
+        assert old.proc.wait(10) == 0, "the stopped leader exited with an error"
+        old.terminate()     # reaped: down, as the checks below expect
+        wait_progress(writers, t_term, 10, 30, "after the leader stopped")
+    finally:
+        stop_writers(writers)
+    gap = max_gap(t for w in writers for t in w.ack_times() if t >= t_term - 1)
+    print(f"old leader server.{old.id}, new leader server.{new.id} "
+          f"{t_led - t_term:.3f}s after SIGTERM; longest gap between acks "
+          f"(any client) {gap:.3f}s; unknown outcomes: "
+          f"{sum(len(w.unknown) for w in writers)}")
+    assert f"handed leadership to server.{new.id}" in old.log_tail(200)
+    assert t_led - t_term < 0.5, f"server.{new.id} led {t_led - t_term:.3f}s after SIGTERM"
+    assert gap < 1.0, f"writes stopped for {gap:.3f}s"
+    assert_sessions_kept(writers)
+    verify_acknowledged(ens, writers, members=others)
+    old.restart()
     verify_acknowledged(ens, writers)
     ens.assert_trees_identical()
 

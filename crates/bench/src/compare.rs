@@ -131,6 +131,7 @@ fn plan(quick: bool) -> Vec<Planned> {
         kills: q(2, 5),
         settle: q(1, 3) as f64,
         leader_pid: None,
+        stop: failover::Stop::Kill,
     });
     let rebalance = Job::Rebalance(rebalance::RebalanceArgs {
         clients: q(200, 1000),

@@ -107,7 +107,7 @@ enum BenchCommand {
         #[command(flatten)]
         args: statesize::StateSizeArgs,
     },
-    /// The unavailability gap when the leader is killed.
+    /// The unavailability gap when the leader is killed or stopped.
     Failover {
         #[command(flatten)]
         common: Common,

@@ -7,6 +7,9 @@
 //!   `RawNode`, sends its messages through a [`Network`] and hands
 //!   committed entries to the state machine.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
+//! - `hand_off`: choosing the follower a stopping leader hands over to.
+//! - `log_store`: raft's view of the log: each entry's term and WAL
+//!   location, the newest entries cached, older ones read back from disk.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
 //! - `status`: role, term and indexes published for monitoring.
@@ -18,6 +21,7 @@
 
 mod durable;
 mod error;
+mod hand_off;
 mod log_store;
 mod node;
 mod record;
@@ -26,6 +30,7 @@ mod status;
 mod transport;
 
 pub use error::Error;
+pub use hand_off::HandOff;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
 };

@@ -27,8 +27,10 @@ use bytes::Bytes;
 use raft::prelude::{Entry, EntryType, Message};
 use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::oneshot;
 
 use crate::durable::{DurableLog, RaftStore};
+use crate::hand_off::{self, Follower, HandOff};
 use crate::snapshot::SnapshotMeta;
 use crate::status::{Role, Status};
 use crate::Error;
@@ -117,6 +119,7 @@ enum Command<W> {
     Step(Message),
     Compact { snapshot: SnapshotMeta },
     SnapshotReport { to: u64, sent: bool },
+    HandOff { reply: oneshot::Sender<HandOff> },
     Stop,
 }
 
@@ -188,7 +191,9 @@ impl<W: Send + 'static> Consensus<W> {
             leader_id: 0,
             status: status.clone(),
             tick: config.tick,
+            election_timeout: config.tick * config.election_ticks as u32,
             deferred: Vec::new(),
+            hand_off: None,
         };
         let thread = thread::Builder::new()
             .name("consensus".into())
@@ -240,6 +245,18 @@ impl<W: Send + 'static> Consensus<W> {
         self.send(Command::ReadIndex { callback })
     }
 
+    /// Before a graceful stop: if this server leads, asks the follower
+    /// best placed to take over to campaign at once (raft's leader
+    /// transfer), and resolves once another server leads or an election
+    /// timeout has passed. Meanwhile new proposals are refused, as raft
+    /// drops them during a transfer; those already made are kept, because
+    /// the new leader's log holds them.
+    pub async fn hand_off(&self) -> Result<HandOff, Error> {
+        let (reply, outcome) = oneshot::channel();
+        self.send(Command::HandOff { reply })?;
+        outcome.await.map_err(|_| Error::Stopped)
+    }
+
     /// Hands a message from another server to raft.
     pub fn step(&self, message: Message) -> Result<(), Error> {
         self.send(Command::Step(message))
@@ -283,9 +300,21 @@ struct Driver<W> {
     leader_id: u64,
     status: Arc<Status>,
     tick: Duration,
+    /// How long a transfer of leadership may take before raft gives up.
+    election_timeout: Duration,
     /// Commands that arrived while the log waited for disk space and must
     /// still be carried out.
     deferred: Vec<Command<W>>,
+    /// A hand-off of leadership under way, answered once it ends.
+    hand_off: Option<HandingOff>,
+}
+
+struct HandingOff {
+    to: u64,
+    started: Instant,
+    /// Log index space: the leader's last entry when it asked.
+    last_index: u64,
+    reply: oneshot::Sender<HandOff>,
 }
 
 impl<W: Send + 'static> Driver<W> {
@@ -312,6 +341,7 @@ impl<W: Send + 'static> Driver<W> {
                 self.give_up_stale_requests();
             }
             self.handle_ready()?;
+            self.check_hand_off();
             for command in std::mem::take(&mut self.deferred) {
                 self.handle(command)?;
             }
@@ -362,6 +392,10 @@ impl<W: Send + 'static> Driver<W> {
             }
             Command::Compact { snapshot } => self.until_space(|log| log.compact(snapshot.clone())),
             Command::Stop => Err(Error::Stopped),
+            Command::HandOff { reply } => {
+                self.start_hand_off(reply);
+                Ok(())
+            }
             Command::SnapshotReport { to, sent } => {
                 let status = if sent {
                     raft::SnapshotStatus::Finish
@@ -427,16 +461,80 @@ impl<W: Send + 'static> Driver<W> {
         if !had_leader {
             return;
         }
-        if !self.pending.is_empty() || !self.reads.is_empty() {
+        // After a hand-off this server's proposals are in the new leader's
+        // log, which commits them: their clients get answers, not
+        // ConnectionLoss. (With three voters the transferee's ack already
+        // committed them; with five it may not have. Should another server
+        // win instead, they wait until the server stops, which drops them.)
+        let keep_proposals = self.hand_off.is_some();
+        if !self.reads.is_empty() || (!keep_proposals && !self.pending.is_empty()) {
             tracing::info!(
-                proposals = self.pending.len(),
+                proposals = if keep_proposals {
+                    0
+                } else {
+                    self.pending.len()
+                },
                 reads = self.reads.len(),
                 "leader changed: giving up requests in flight through the old one"
             );
         }
-        self.pending.clear();
+        if !keep_proposals {
+            self.pending.clear();
+        }
         for (_, (_, callback)) in self.reads.drain() {
             callback(None);
+        }
+    }
+
+    fn start_hand_off(&mut self, reply: oneshot::Sender<HandOff>) {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader {
+            let _ = reply.send(HandOff::NotLeading);
+            return;
+        }
+        let progress = raft.prs();
+        let voters = progress.conf().voters().ids();
+        let followers = voters.iter().filter(|&id| id != self.id).filter_map(|id| {
+            progress.get(id).map(|p| Follower {
+                id,
+                matched: p.matched,
+                recently_active: p.recent_active,
+            })
+        });
+        let Some(to) = hand_off::successor(followers) else {
+            let _ = reply.send(HandOff::NoOtherVoter);
+            return;
+        };
+        let last_index = raft.raft_log.last_index();
+        self.raw.transfer_leader(to);
+        self.hand_off = Some(HandingOff {
+            to,
+            started: Instant::now(),
+            last_index,
+            reply,
+        });
+    }
+
+    /// Answers the hand-off under way once another server leads, or once
+    /// raft would have given the transfer up (an election timeout).
+    fn check_hand_off(&mut self) {
+        let Some(handing) = &self.hand_off else {
+            return;
+        };
+        let leader = self.raw.raft.leader_id;
+        let outcome = if leader != 0 && leader != self.id {
+            HandOff::Done {
+                to: leader,
+                elapsed: handing.started.elapsed(),
+                last_index: handing.last_index,
+            }
+        } else if handing.started.elapsed() >= self.election_timeout {
+            HandOff::NotTaken { asked: handing.to }
+        } else {
+            return;
+        };
+        if let Some(handing) = self.hand_off.take() {
+            let _ = handing.reply.send(outcome);
         }
     }
 
@@ -588,6 +686,9 @@ impl<W: Send + 'static> Driver<W> {
                 Command::Stop => return Err(Error::Stopped),
                 Command::Propose { .. } | Command::Step(_) => {}
                 Command::ReadIndex { callback } => callback(None),
+                Command::HandOff { reply } => {
+                    let _ = reply.send(HandOff::DiskFull);
+                }
                 Command::Compact { .. } | Command::SnapshotReport { .. } => {
                     self.deferred.push(command)
                 }
@@ -834,6 +935,50 @@ mod tests {
         let entries = collect(&mut survivor, 1);
         assert_eq!(entries[0].1, b"after".to_vec());
         assert_eq!(entries[0].2, Some(7));
+    }
+
+    fn block_on<F: std::future::Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn a_leader_hands_off_and_its_proposal_in_flight_still_commits() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let old = leader(&wires);
+        let (old_node, follower) = {
+            let nodes = wires.nodes.lock().unwrap();
+            let follower = nodes.keys().copied().find(|&id| id != old).unwrap();
+            (nodes[&old].clone(), nodes[&follower].clone())
+        };
+        assert_eq!(block_on(follower.hand_off()).unwrap(), HandOff::NotLeading);
+        // Queued ahead of the hand-off: in the old leader's log when it
+        // asks, so the new leader commits it.
+        old_node.propose(b"in flight".to_vec(), 9).unwrap();
+        let outcome = block_on(old_node.hand_off()).unwrap();
+        let HandOff::Done { to, .. } = outcome else {
+            panic!("the leadership was not handed over: {outcome:?}");
+        };
+        assert_ne!(to, old);
+        assert_eq!(leader(&wires), to);
+        let entries = collect(&mut receivers[old as usize - 1], 1);
+        assert_eq!(entries[0].1, b"in flight".to_vec());
+        assert_eq!(entries[0].2, Some(9), "the proposer still gets its answer");
+    }
+
+    #[test]
+    fn a_lone_voter_has_nobody_to_hand_off_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let node =
+            Consensus::<u32>::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        while node.status().role() != Role::Leader {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(block_on(node.hand_off()).unwrap(), HandOff::NoOtherVoter);
     }
 
     #[test]

@@ -10,8 +10,8 @@
 //! Layout:
 //! - `spec`: what to start ([`Flavor`], [`Spec`]) and the zoo.cfg each
 //!   server gets.
-//! - `process`: one server process ([`Server`]): start, kill, pause,
-//!   resume, restart, wipe, its memory.
+//! - `process`: one server process ([`Server`]): start, kill, stop
+//!   gracefully, pause, resume, restart, wipe, its memory.
 //! - `probe`: four-letter words over a socket (`srvr`), how a server says it
 //!   serves and in which mode.
 //! - [`Cluster`] (here): the servers of one deployment together.
@@ -25,14 +25,15 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 pub use probe::{four_letter_word, Mode};
-pub use process::{cpu_time, kill, rss_bytes, Server};
+pub use process::{cpu_time, kill, rss_bytes, terminate, Server};
 pub use spec::{Flavor, Ports, Spec};
 
 /// How long a server may take to start serving as a member of its
 /// deployment (a JVM starting and electing a leader on a busy machine).
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The servers of one deployment; every process is killed when dropped.
+/// The servers of one deployment; every process is killed when dropped
+/// (use [`Cluster::stop`] for a graceful stop).
 pub struct Cluster {
     spec: Spec,
     servers: Vec<Server>,
@@ -67,6 +68,18 @@ impl Cluster {
 
     pub fn server(&mut self, index: usize) -> &mut Server {
         &mut self.servers[index]
+    }
+
+    /// Stops every server gracefully, all at once: SIGTERM to each, then
+    /// SIGKILL to any still running `grace` later.
+    pub fn stop(&mut self, grace: Duration) {
+        for server in &mut self.servers {
+            server.terminate();
+        }
+        let deadline = Instant::now() + grace;
+        for server in &mut self.servers {
+            server.stop(deadline.saturating_duration_since(Instant::now()));
+        }
     }
 
     /// `host:port,host:port,...` of every server, as clients take it.

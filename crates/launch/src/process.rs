@@ -162,11 +162,20 @@ impl Server {
         self.paused = false;
     }
 
+    /// SIGTERM (after SIGCONT if paused), without waiting: the server shuts
+    /// down gracefully on its own while the caller watches the others.
+    /// [`Server::stop`] or [`Server::kill`] reaps it.
+    pub fn terminate(&mut self) {
+        self.resume();
+        if let Some(pid) = self.pid() {
+            signal(pid, libc::SIGTERM);
+        }
+    }
+
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub fn stop(&mut self, grace: Duration) {
-        self.resume();
+        self.terminate();
         if let Some(child) = &mut self.child {
-            signal(child.id(), libc::SIGTERM);
             let deadline = Instant::now() + grace;
             while Instant::now() < deadline {
                 if !matches!(child.try_wait(), Ok(None)) {
@@ -276,6 +285,12 @@ impl Drop for Server {
 /// SIGKILL to any process, such as a server this crate did not start.
 pub fn kill(pid: u32) {
     signal(pid, libc::SIGKILL);
+}
+
+/// SIGTERM to any process: a graceful stop of a server this crate did not
+/// start.
+pub fn terminate(pid: u32) {
+    signal(pid, libc::SIGTERM);
 }
 
 /// Whether every thread of `pid` is in the stopped state (T); true when

@@ -3,9 +3,13 @@
 //! zoo.cfg and myid, stopped together on Ctrl-C.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use launch::{Cluster, Flavor, Spec};
+
+/// How long the servers get to stop gracefully before they are killed.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct ClusterArgs {
@@ -45,7 +49,7 @@ pub fn run(args: ClusterArgs, shutdown: impl FnOnce()) -> anyhow::Result<()> {
         snap_count: args.snap_count,
         ..Spec::new(Flavor::Paddock { binary }, args.nodes, &args.data_dir)
     };
-    let cluster = Cluster::start(spec)?;
+    let mut cluster = Cluster::start(spec)?;
     println!("{}", cluster.connect_string());
     eprintln!(
         "paddock cluster: {} voters and {} observers serving; data and logs in {}; Ctrl-C stops them",
@@ -55,6 +59,8 @@ pub fn run(args: ClusterArgs, shutdown: impl FnOnce()) -> anyhow::Result<()> {
     );
     shutdown();
     eprintln!("paddock cluster: stopping");
-    drop(cluster);
+    // Dropping the cluster would SIGKILL its servers: stop them as an
+    // operator would, so that each closes its log and its leader hands over.
+    cluster.stop(STOP_GRACE);
     Ok(())
 }

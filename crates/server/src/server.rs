@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consensus::{Consensus, Inbound, Role, Snapshots, Transport, TransportConfig};
+use consensus::{Consensus, HandOff, Inbound, Role, Snapshots, Transport, TransportConfig};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tree::{DataTree, Txn, TxnOp};
@@ -30,6 +30,10 @@ use crate::watch::WatchRegistry;
 const RAFT_TICK: Duration = Duration::from_millis(100);
 /// Raft ticks without a leader before a follower campaigns (one second).
 const ELECTION_TICKS: usize = 10;
+/// How long a stopping server that handed leadership over waits to apply
+/// what was proposed through it: the new leader commits it within a few
+/// round trips, so this only bounds a stop when the new leader fails too.
+const HANDED_OFF_APPLY_WAIT: Duration = Duration::from_secs(1);
 /// How long to wait before accepting again after `accept` fails (out of
 /// file descriptors, say): the listener must survive it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -183,13 +187,14 @@ pub async fn run(
     let leader_duties = tokio::spawn(leader_duties(shared.clone()));
     let result = tokio::select! {
         result = &mut apply_task => stopped(result),
-        () = shutdown => {
-            tracing::info!("shutting down: closing client connections (sessions live on)");
-            Ok(())
-        }
+        () = shutdown => Ok(()),
     };
     acceptor.abort();
     leader_duties.abort();
+    if result.is_ok() {
+        hand_off_leadership(&shared).await;
+        tracing::info!("shutting down: closing client connections (sessions live on)");
+    }
     for handle in shared.connections().values() {
         handle.kill.cancel();
     }
@@ -200,6 +205,60 @@ pub async fn run(
         transport.shutdown().await;
     }
     result
+}
+
+/// A leader of an ensemble hands leadership to a follower before it stops,
+/// so that writes pause for a few round trips instead of an election
+/// timeout. Its clients' connections stay open meanwhile: their new writes
+/// are refused (ConnectionLoss, which they retry elsewhere), and those
+/// already proposed are answered once applied here, before the connections
+/// close.
+async fn hand_off_leadership(shared: &Shared) {
+    if shared.peers.is_none() {
+        return;
+    }
+    match shared.consensus.hand_off().await {
+        Ok(HandOff::Done {
+            to,
+            elapsed,
+            last_index,
+        }) => {
+            tracing::info!(
+                "handed leadership to server.{to} in {} ms",
+                elapsed.as_millis()
+            );
+            await_applied(shared, last_index).await;
+        }
+        Ok(HandOff::NotLeading) => {
+            tracing::info!("not leading: no leadership to hand over");
+        }
+        Ok(HandOff::NoOtherVoter) => {
+            tracing::info!("the only voter: no server to hand leadership to");
+        }
+        Ok(HandOff::DiskFull) => tracing::info!(
+            "not handing leadership over: the log waits for disk space; the others elect a leader"
+        ),
+        Ok(HandOff::NotTaken { asked }) => tracing::info!(
+            "server.{asked} did not take leadership over within an election timeout; stopping as leader, the others elect one"
+        ),
+        Err(error) => tracing::info!("not handing leadership over: {error}"),
+    }
+}
+
+/// Waits, bounded, until this server has applied the log up to `index`.
+async fn await_applied(shared: &Shared, index: u64) {
+    let mut applied = shared.applied.subscribe();
+    let caught_up = applied.wait_for(|&applied| applied >= index);
+    if tokio::time::timeout(HANDED_OFF_APPLY_WAIT, caught_up)
+        .await
+        .is_err()
+    {
+        tracing::info!(
+            index,
+            "writes proposed through this server were not applied within {} ms; their clients see ConnectionLoss",
+            HANDED_OFF_APPLY_WAIT.as_millis()
+        );
+    }
 }
 
 fn data_dirs(config: &ServerConfig) -> Result<(PathBuf, PathBuf), ServerError> {

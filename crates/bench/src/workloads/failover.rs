@@ -1,11 +1,13 @@
 //! `failover`: a writer records every acknowledged write while the leader
-//! is killed (SIGKILL); the unavailability gap is the longest time between
-//! two acknowledged writes around each kill — ConCoord's leader-failure
-//! experiment. Afterwards every acknowledged write must still be there.
+//! is killed (SIGKILL) or, with `--stop term`, stopped gracefully
+//! (SIGTERM: a Paddock leader hands leadership over first); the
+//! unavailability gap is the longest time between two acknowledged writes
+//! around each stop — ConCoord's leader-failure experiment. Afterwards
+//! every acknowledged write must still be there.
 //!
-//! With `--start` the tool kills the leader it finds, restarts it once a
+//! With `--start` the tool stops the leader it finds, restarts it once a
 //! new leader serves, and repeats; with `--target` it is given the
-//! leader's PID and kills it once.
+//! leader's PID and stops it once.
 
 use std::time::{Duration, Instant};
 
@@ -17,7 +19,7 @@ use crate::measure::{Latencies, Measurement, Row};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct FailoverArgs {
-    /// Leaders to kill, one after the other (with --start).
+    /// Leaders to stop, one after the other (with --start).
     #[arg(long, default_value_t = 5)]
     pub kills: usize,
     /// Seconds of writing before each kill and after the writes resume.
@@ -26,6 +28,27 @@ pub struct FailoverArgs {
     /// With --target: the PID of the leader's process to kill.
     #[arg(long)]
     pub leader_pid: Option<u32>,
+    /// How the leader is stopped.
+    #[arg(long, value_enum, default_value_t = Stop::Kill)]
+    pub stop: Stop,
+}
+
+/// How the leader is stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Stop {
+    /// SIGKILL: a crash; the others must notice the silence and elect.
+    Kill,
+    /// SIGTERM: a graceful stop, as for an upgrade or a restart.
+    Term,
+}
+
+impl Stop {
+    fn name(self) -> &'static str {
+        match self {
+            Stop::Kill => "kill",
+            Stop::Term => "term",
+        }
+    }
 }
 
 impl FailoverArgs {
@@ -33,6 +56,9 @@ impl FailoverArgs {
         let mut flags = format!("--kills {} --settle {}", self.kills, self.settle);
         if let Some(pid) = self.leader_pid {
             flags += &format!(" --leader-pid {pid}");
+        }
+        if self.stop != Stop::Kill {
+            flags += &format!(" --stop {}", self.stop.name());
         }
         flags
     }
@@ -43,6 +69,9 @@ impl FailoverArgs {
 const SESSION_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest a failover may take before the run is declared failed.
 const RECOVERY_LIMIT: Duration = Duration::from_secs(60);
+/// How long a leader stopped with SIGTERM may take to exit before it is
+/// killed, when it is restarted.
+const STOP_GRACE: Duration = Duration::from_secs(30);
 const KEY: &str = "/bench/failover";
 
 pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
@@ -52,6 +81,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
     }
     let mut m = Measurement::new("failover", deployment.label(), String::new());
     m.setting("writer session timeout s", SESSION_TIMEOUT.as_secs());
+    m.setting("leader stopped by", args.stop.name());
     let options = client::ConnectOptions::new().session_timeout(SESSION_TIMEOUT);
     let zk = Client::connect(deployment.connect_string(), options)
         .await
@@ -68,13 +98,14 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
     for kill in 0..kills {
         writer.write_for(settle).await;
         let killed_at = Instant::now();
-        let killed = tokio::task::block_in_place(|| kill_leader(deployment, args.leader_pid))?;
-        eprintln!("  kill {} of {kills}: killed {killed}", kill + 1);
+        let (killed, index) =
+            tokio::task::block_in_place(|| stop_leader(deployment, args.leader_pid, args.stop))?;
+        eprintln!("  {} {} of {kills}: {killed}", args.stop.name(), kill + 1);
         let acked_before = writer.acks.len();
         // Keep writing until writes are acknowledged again, then a while more.
         while writer.acks.len() == acked_before {
             if killed_at.elapsed() > RECOVERY_LIMIT {
-                bail!("no write was acknowledged within {RECOVERY_LIMIT:?} of killing {killed}");
+                bail!("no write was acknowledged within {RECOVERY_LIMIT:?} of stopping {killed}");
             }
             writer.write_once().await;
         }
@@ -82,10 +113,12 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
         let gap = writer.longest_gap_since(killed_at - settle);
         eprintln!("    gap {:.3} s", gap.as_secs_f64());
         gaps.record(gap);
-        m.rows
-            .push(Row::new(format!("kill {}", kill + 1)).metric("gap_s", gap.as_secs_f64()));
-        if local {
-            tokio::task::block_in_place(|| restart_killed(deployment))?;
+        m.rows.push(
+            Row::new(format!("{} {}", args.stop.name(), kill + 1))
+                .metric("gap_s", gap.as_secs_f64()),
+        );
+        if let Some(index) = index {
+            tokio::task::block_in_place(|| restart_stopped(deployment, index))?;
         }
     }
     let last = writer.last_acked.context("no write was acknowledged")?;
@@ -166,27 +199,40 @@ impl Writer {
     }
 }
 
-fn kill_leader(deployment: &mut Deployment, pid: Option<u32>) -> anyhow::Result<String> {
+/// Stops the leader as `stop` says, without waiting for a graceful stop to
+/// end (the writer must go on meanwhile). Returns what was stopped and,
+/// when this tool started it, the server's index in the cluster.
+fn stop_leader(
+    deployment: &mut Deployment,
+    pid: Option<u32>,
+    stop: Stop,
+) -> anyhow::Result<(String, Option<usize>)> {
     if let Some(pid) = pid {
-        launch::kill(pid);
-        return Ok(format!("PID {pid}"));
+        match stop {
+            Stop::Kill => launch::kill(pid),
+            Stop::Term => launch::terminate(pid),
+        }
+        return Ok((format!("PID {pid}"), None));
     }
     let cluster = deployment.cluster().expect("started deployment");
     let leader = cluster.wait_leader(None, RECOVERY_LIMIT)?;
     let server = cluster.server(leader);
-    server.kill();
-    Ok(format!("leader server.{}", server.id()))
+    match stop {
+        Stop::Kill => server.kill(),
+        Stop::Term => server.terminate(),
+    }
+    Ok((format!("leader server.{}", server.id()), Some(leader)))
 }
 
-/// Restarts every server that is down and waits for it to serve.
-fn restart_killed(deployment: &mut Deployment) -> anyhow::Result<()> {
-    let cluster = deployment.cluster().expect("started deployment");
-    for i in 0..cluster.servers().len() {
-        let server = cluster.server(i);
-        if !server.is_running() {
-            server.restart()?;
-            server.wait_serving(RECOVERY_LIMIT)?;
-        }
-    }
+/// Restarts the stopped server once it has exited and waits for it to
+/// serve.
+fn restart_stopped(deployment: &mut Deployment, index: usize) -> anyhow::Result<()> {
+    let server = deployment
+        .cluster()
+        .expect("started deployment")
+        .server(index);
+    server.stop(STOP_GRACE);
+    server.restart()?;
+    server.wait_serving(RECOVERY_LIMIT)?;
     Ok(())
 }
