@@ -41,16 +41,27 @@ pub(crate) struct Follower {
     pub recently_active: bool,
 }
 
-/// The follower to hand leadership to: one heard from lately first (a
-/// dead follower keeps its last `matched`, and asking it would waste an
-/// election timeout, while raft catches a live one up before it
-/// campaigns); then the one holding most of the log, which campaigns
-/// soonest; then the lowest id, so that the choice never depends on
-/// hash-map order.
-pub(crate) fn successor(followers: impl IntoIterator<Item = Follower>) -> Option<u64> {
+/// The follower to hand leadership to: any but `avoid` (one that did not
+/// take over when asked last), unless it is the only one; then one heard
+/// from lately (a dead follower keeps its last `matched`, and asking it
+/// would waste an election timeout, while raft catches a live one up
+/// before it campaigns); then the one holding most of the log, which
+/// campaigns soonest; then the lowest id, so that the choice never depends
+/// on hash-map order.
+pub(crate) fn successor(
+    followers: impl IntoIterator<Item = Follower>,
+    avoid: Option<u64>,
+) -> Option<u64> {
     followers
         .into_iter()
-        .max_by_key(|f| (f.recently_active, f.matched, Reverse(f.id)))
+        .max_by_key(|f| {
+            (
+                Some(f.id) != avoid,
+                f.recently_active,
+                f.matched,
+                Reverse(f.id),
+            )
+        })
         .map(|f| f.id)
 }
 
@@ -68,13 +79,13 @@ mod tests {
 
     #[test]
     fn the_follower_with_the_most_log_is_chosen() {
-        let chosen = successor([follower(2, 40, true), follower(3, 42, true)]);
+        let chosen = successor([follower(2, 40, true), follower(3, 42, true)], None);
         assert_eq!(chosen, Some(3));
     }
 
     #[test]
     fn a_live_follower_beats_a_silent_one_with_more_log() {
-        let chosen = successor([follower(2, 50, false), follower(3, 42, true)]);
+        let chosen = successor([follower(2, 50, false), follower(3, 42, true)], None);
         assert_eq!(chosen, Some(3));
     }
 
@@ -82,19 +93,26 @@ mod tests {
     fn when_none_was_heard_from_lately_the_most_log_wins() {
         // Right after raft's quorum check every follower looks silent
         // until its next heartbeat answer.
-        let chosen = successor([follower(2, 50, false), follower(3, 42, false)]);
+        let chosen = successor([follower(2, 50, false), follower(3, 42, false)], None);
         assert_eq!(chosen, Some(2));
     }
 
     #[test]
     fn ties_go_to_the_lowest_id_whatever_the_order() {
         let followers = [follower(5, 42, true), follower(2, 42, true)];
-        assert_eq!(successor(followers), Some(2));
-        assert_eq!(successor(followers.into_iter().rev()), Some(2));
+        assert_eq!(successor(followers, None), Some(2));
+        assert_eq!(successor(followers.into_iter().rev(), None), Some(2));
+    }
+
+    #[test]
+    fn the_follower_that_did_not_take_over_is_asked_last() {
+        let followers = [follower(2, 42, true), follower(3, 40, true)];
+        assert_eq!(successor(followers, Some(2)), Some(3));
+        assert_eq!(successor([follower(2, 42, true)], Some(2)), Some(2));
     }
 
     #[test]
     fn nobody_to_choose_without_followers() {
-        assert_eq!(successor([]), None);
+        assert_eq!(successor([], None), None);
     }
 }

@@ -114,12 +114,25 @@ pub struct CommittedEntry<W> {
 pub type ReadIndexCallback = Box<dyn FnOnce(Option<u64>) + Send>;
 
 enum Command<W> {
-    Propose { data: Vec<u8>, waiter: W },
-    ReadIndex { callback: ReadIndexCallback },
+    Propose {
+        data: Vec<u8>,
+        waiter: W,
+    },
+    ReadIndex {
+        callback: ReadIndexCallback,
+    },
     Step(Message),
-    Compact { snapshot: SnapshotMeta },
-    SnapshotReport { to: u64, sent: bool },
-    HandOff { reply: oneshot::Sender<HandOff> },
+    Compact {
+        snapshot: SnapshotMeta,
+    },
+    SnapshotReport {
+        to: u64,
+        sent: bool,
+    },
+    HandOff {
+        avoid: Option<u64>,
+        reply: oneshot::Sender<HandOff>,
+    },
     Stop,
 }
 
@@ -250,10 +263,11 @@ impl<W: Send + 'static> Consensus<W> {
     /// transfer), and resolves once another server leads or an election
     /// timeout has passed. Meanwhile new proposals are refused, as raft
     /// drops them during a transfer; those already made are kept, because
-    /// the new leader's log holds them.
-    pub async fn hand_off(&self) -> Result<HandOff, Error> {
+    /// the new leader's log holds them. `avoid` is a server that did not
+    /// take over when asked before: another is asked if there is one.
+    pub async fn hand_off(&self, avoid: Option<u64>) -> Result<HandOff, Error> {
         let (reply, outcome) = oneshot::channel();
-        self.send(Command::HandOff { reply })?;
+        self.send(Command::HandOff { avoid, reply })?;
         outcome.await.map_err(|_| Error::Stopped)
     }
 
@@ -392,8 +406,8 @@ impl<W: Send + 'static> Driver<W> {
             }
             Command::Compact { snapshot } => self.until_space(|log| log.compact(snapshot.clone())),
             Command::Stop => Err(Error::Stopped),
-            Command::HandOff { reply } => {
-                self.start_hand_off(reply);
+            Command::HandOff { avoid, reply } => {
+                self.start_hand_off(avoid, reply);
                 Ok(())
             }
             Command::SnapshotReport { to, sent } => {
@@ -486,7 +500,7 @@ impl<W: Send + 'static> Driver<W> {
         }
     }
 
-    fn start_hand_off(&mut self, reply: oneshot::Sender<HandOff>) {
+    fn start_hand_off(&mut self, avoid: Option<u64>, reply: oneshot::Sender<HandOff>) {
         let raft = &self.raw.raft;
         if raft.state != StateRole::Leader {
             let _ = reply.send(HandOff::NotLeading);
@@ -501,7 +515,7 @@ impl<W: Send + 'static> Driver<W> {
                 recently_active: p.recent_active,
             })
         });
-        let Some(to) = hand_off::successor(followers) else {
+        let Some(to) = hand_off::successor(followers, avoid) else {
             let _ = reply.send(HandOff::NoOtherVoter);
             return;
         };
@@ -686,7 +700,7 @@ impl<W: Send + 'static> Driver<W> {
                 Command::Stop => return Err(Error::Stopped),
                 Command::Propose { .. } | Command::Step(_) => {}
                 Command::ReadIndex { callback } => callback(None),
-                Command::HandOff { reply } => {
+                Command::HandOff { reply, .. } => {
                     let _ = reply.send(HandOff::DiskFull);
                 }
                 Command::Compact { .. } | Command::SnapshotReport { .. } => {
@@ -954,11 +968,14 @@ mod tests {
             let follower = nodes.keys().copied().find(|&id| id != old).unwrap();
             (nodes[&old].clone(), nodes[&follower].clone())
         };
-        assert_eq!(block_on(follower.hand_off()).unwrap(), HandOff::NotLeading);
+        assert_eq!(
+            block_on(follower.hand_off(None)).unwrap(),
+            HandOff::NotLeading
+        );
         // Queued ahead of the hand-off: in the old leader's log when it
         // asks, so the new leader commits it.
         old_node.propose(b"in flight".to_vec(), 9).unwrap();
-        let outcome = block_on(old_node.hand_off()).unwrap();
+        let outcome = block_on(old_node.hand_off(None)).unwrap();
         let HandOff::Done { to, .. } = outcome else {
             panic!("the leadership was not handed over: {outcome:?}");
         };
@@ -970,6 +987,26 @@ mod tests {
     }
 
     #[test]
+    fn a_hand_off_the_follower_asked_does_not_take_is_taken_by_the_other() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, _receivers) = start_group(&dirs);
+        let old = leader(&wires);
+        let node = wires.nodes.lock().unwrap()[&old].clone();
+        let mut followers = (1..=3).filter(|&id| id != old);
+        let (unreachable, live) = (followers.next().unwrap(), followers.next().unwrap());
+        *wires.cut.lock().unwrap() = Some(unreachable);
+        // Asked first, as the caller was told it did not take over before
+        // the cut (it is still recently active in the leader's eyes).
+        let first = block_on(node.hand_off(Some(live))).unwrap();
+        assert_eq!(first, HandOff::NotTaken { asked: unreachable });
+        let second = block_on(node.hand_off(Some(unreachable))).unwrap();
+        assert!(
+            matches!(second, HandOff::Done { to, .. } if to == live),
+            "the other follower should lead: {second:?}"
+        );
+    }
+
+    #[test]
     fn a_lone_voter_has_nobody_to_hand_off_to() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -978,7 +1015,10 @@ mod tests {
         while node.status().role() != Role::Leader {
             thread::sleep(Duration::from_millis(5));
         }
-        assert_eq!(block_on(node.hand_off()).unwrap(), HandOff::NoOtherVoter);
+        assert_eq!(
+            block_on(node.hand_off(None)).unwrap(),
+            HandOff::NoOtherVoter
+        );
     }
 
     #[test]

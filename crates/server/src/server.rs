@@ -34,6 +34,9 @@ const ELECTION_TICKS: usize = 10;
 /// what was proposed through it: the new leader commits it within a few
 /// round trips, so this only bounds a stop when the new leader fails too.
 const HANDED_OFF_APPLY_WAIT: Duration = Duration::from_secs(1);
+/// How many times a stopping leader asks a follower to take over, each
+/// bounded by an election timeout.
+const HAND_OFF_ATTEMPTS: u32 = 2;
 /// How long to wait before accepting again after `accept` fails (out of
 /// file descriptors, say): the listener must survive it.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
@@ -212,36 +215,47 @@ pub async fn run(
 /// timeout. Its clients' connections stay open meanwhile: their new writes
 /// are refused (ConnectionLoss, which they retry elsewhere), and those
 /// already proposed are answered once applied here, before the connections
-/// close.
+/// close. When the follower asked does not take over in time (starved of
+/// CPU, or gone since it last answered), another is asked (the same one if
+/// it is the only one): a stop then takes up to two election timeouts.
 async fn hand_off_leadership(shared: &Shared) {
     if shared.peers.is_none() {
         return;
     }
-    match shared.consensus.hand_off().await {
-        Ok(HandOff::Done {
-            to,
-            elapsed,
-            last_index,
-        }) => {
-            tracing::info!(
-                "handed leadership to server.{to} in {} ms",
-                elapsed.as_millis()
-            );
-            await_applied(shared, last_index).await;
+    let mut avoid = None;
+    for attempt in 1..=HAND_OFF_ATTEMPTS {
+        match shared.consensus.hand_off(avoid).await {
+            Ok(HandOff::Done {
+                to,
+                elapsed,
+                last_index,
+            }) => {
+                tracing::info!(
+                    "handed leadership to server.{to} in {} ms",
+                    elapsed.as_millis()
+                );
+                return await_applied(shared, last_index).await;
+            }
+            Ok(HandOff::NotTaken { asked }) if attempt < HAND_OFF_ATTEMPTS => {
+                tracing::info!(
+                    "server.{asked} did not take leadership over within an election timeout; asking another"
+                );
+                avoid = Some(asked);
+            }
+            Ok(HandOff::NotTaken { asked }) => return tracing::info!(
+                "server.{asked} did not take leadership over within an election timeout; stopping as leader, the others elect one"
+            ),
+            Ok(HandOff::NotLeading) => {
+                return tracing::info!("not leading: no leadership to hand over");
+            }
+            Ok(HandOff::NoOtherVoter) => {
+                return tracing::info!("the only voter: no server to hand leadership to");
+            }
+            Ok(HandOff::DiskFull) => return tracing::info!(
+                "not handing leadership over: the log waits for disk space; the others elect a leader"
+            ),
+            Err(error) => return tracing::info!("not handing leadership over: {error}"),
         }
-        Ok(HandOff::NotLeading) => {
-            tracing::info!("not leading: no leadership to hand over");
-        }
-        Ok(HandOff::NoOtherVoter) => {
-            tracing::info!("the only voter: no server to hand leadership to");
-        }
-        Ok(HandOff::DiskFull) => tracing::info!(
-            "not handing leadership over: the log waits for disk space; the others elect a leader"
-        ),
-        Ok(HandOff::NotTaken { asked }) => tracing::info!(
-            "server.{asked} did not take leadership over within an election timeout; stopping as leader, the others elect one"
-        ),
-        Err(error) => tracing::info!("not handing leadership over: {error}"),
     }
 }
 
