@@ -169,6 +169,30 @@ def test_client_ahead_of_server_is_refused(server):
     assert data == b""
 
 
+@pytest.mark.paddock_only("ZooKeeper refuses at once; Paddock waits a moment for the zxid")
+def test_client_just_ahead_of_server_is_served_once_it_catches_up(server):
+    """Right after a leader change the server a client moves to may be a
+    few milliseconds behind the one it left.  Paddock holds the handshake
+    of a client that has seen a newer zxid for up to 250 ms; once the
+    server has applied that zxid, the session is created."""
+    import socket
+    from zkwire import connect_request, frame, read_until_close
+    writer = RawClient(server.host, server.port)
+    try:
+        assert writer.create("/ahead-1", b"")[0] == 0
+        next_zxid = writer.last_zxid + 1
+        with socket.create_connection((server.host, server.port), timeout=5) as s:
+            s.sendall(frame(connect_request(10000, last_zxid=next_zxid)))
+            time.sleep(0.05)
+            assert writer.create("/ahead-2", b"")[0] == 0
+            assert writer.last_zxid == next_zxid
+            data, closed = read_until_close(s, 1)
+    finally:
+        writer.close()
+    assert not closed, "the server refused a client it had caught up with"
+    assert len(data) > 4, "no connect response"
+
+
 def _wait_state(client, state, timeout=30):
     return wait_until(lambda: client.state == state, timeout)
 

@@ -91,7 +91,14 @@ fn main() -> std::process::ExitCode {
             init_logging();
             cluster::run(args, wait_for_shutdown)
         }
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => {
+            // The report is the output; the client's log (reconnects, lost
+            // requests) only when asked for, to see where a gap comes from.
+            if std::env::var_os("RUST_LOG").is_some() {
+                init_logging();
+            }
+            bench::run(args)
+        }
         // No logging: the shell's output is zkCli's, with nothing between.
         Command::Shell(args) => return shell(args),
     };

@@ -47,6 +47,14 @@ const FINAL_FLUSH_TIMEOUT: Duration = Duration::from_millis(200);
 const READ_CHUNK_BYTES: usize = 16 * 1024;
 /// ZooKeeper's session passwords are 16 bytes.
 const PASSWORD_BYTES: usize = 16;
+/// How long the handshake of a client that has seen a newer zxid than this
+/// server has applied waits for it to arrive before the client is refused.
+/// Right after a leader change a follower is usually a few milliseconds
+/// behind the server the client left: waiting a little spares the client a
+/// refusal, a round of the other servers and its reconnect backoff, while a
+/// server cut off from the quorum still refuses soon enough for the client
+/// to try the next one well within its connect timeout.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(250);
 
 /// What the reader must know of the writer's progress to keep the
 /// session's order (pipeline constraint 1) without giving up pipelining:
@@ -222,6 +230,33 @@ async fn run(
     result
 }
 
+/// Waits, at most [`CATCH_UP_WAIT`], until this server has applied `seen`,
+/// the newest zxid its client has seen: ZooKeeper's guarantee that a client
+/// never sees the tree go back in time when it changes servers.
+async fn caught_up_to(shared: &Shared, seen: i64) -> Result<(), ConnectionError> {
+    let mut applied = shared.applied.subscribe();
+    let caught_up = async {
+        loop {
+            // Marked seen before the check, so that anything applied after
+            // it wakes the wait.
+            applied.borrow_and_update();
+            if shared.last_zxid() >= seen {
+                return true;
+            }
+            if applied.changed().await.is_err() {
+                return false;
+            }
+        }
+    };
+    match tokio::time::timeout(CATCH_UP_WAIT, caught_up).await {
+        Ok(true) => Ok(()),
+        Ok(false) | Err(_) => Err(ConnectionError::FromTheFuture {
+            seen,
+            ours: shared.last_zxid(),
+        }),
+    }
+}
+
 /// Creates a session or resumes one, returning it with the connect
 /// response to send once the connection is registered (so that a client
 /// that has its response is visible to `stat` and to its session's owner).
@@ -233,13 +268,7 @@ async fn establish(
     remote: SocketAddr,
     writer: &mut OwnedWriteHalf,
 ) -> Result<Option<(SessionContext, Bytes)>, ConnectionError> {
-    let ours = shared.last_zxid();
-    if connect.last_zxid_seen > ours {
-        return Err(ConnectionError::FromTheFuture {
-            seen: connect.last_zxid_seen,
-            ours,
-        });
-    }
+    caught_up_to(shared, connect.last_zxid_seen).await?;
     let timeout_ms = shared.config.negotiate_session_timeout(connect.timeout_ms);
     let read_only = connect.read_only.map(|_| false);
     let (session_id, password) = if connect.session_id == 0 {

@@ -2,7 +2,8 @@
 //! is killed (SIGKILL) or, with `--stop term`, stopped gracefully
 //! (SIGTERM: a Paddock leader hands leadership over first); the
 //! unavailability gap is the longest time between two acknowledged writes
-//! around each stop — ConCoord's leader-failure experiment. Afterwards
+//! from the last one before each stop until writes have run `settle`
+//! seconds again — ConCoord's leader-failure experiment. Afterwards
 //! every acknowledged write must still be there.
 //!
 //! With `--start` the tool stops the leader it finds, restarts it once a
@@ -98,6 +99,9 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
     for kill in 0..kills {
         writer.write_for(settle).await;
         let killed_at = Instant::now();
+        // The gap counts from the last write acknowledged before the stop:
+        // a stall before it (a slow fsync) is not the failover's.
+        let last_ack_before = writer.acks.last().copied().unwrap_or(killed_at);
         let (killed, index) =
             tokio::task::block_in_place(|| stop_leader(deployment, args.leader_pid, args.stop))?;
         eprintln!("  {} {} of {kills}: {killed}", args.stop.name(), kill + 1);
@@ -110,7 +114,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
             writer.write_once().await;
         }
         writer.write_for(settle).await;
-        let gap = writer.longest_gap_since(killed_at - settle);
+        let gap = writer.longest_gap_since(last_ack_before);
         eprintln!("    gap {:.3} s", gap.as_secs_f64());
         gaps.record(gap);
         m.rows.push(
