@@ -145,6 +145,15 @@ def test_leader_sigkill_under_load_keeps_sessions_and_acknowledged_writes(make_e
 
 # ---------------------------------------------------------------- leader stop
 
+def looking_count(member) -> int:
+    """mntr's zk_looking_count: how often the server lost its leader."""
+    for line in member.four_letter("mntr").splitlines():
+        key, _, value = line.partition("\t")
+        if key == "zk_looking_count":
+            return int(value)
+    raise AssertionError(f"server.{member.id} has no zk_looking_count in mntr")
+
+
 @pytest.mark.timeout(150)
 def test_leader_sigterm_hands_leadership_over_without_an_election(make_ensemble):
     """A leader stopped with SIGTERM first hands leadership to a follower:
@@ -161,6 +170,7 @@ def test_leader_sigterm_hands_leadership_over_without_an_election(make_ensemble)
     try:
         t = time.monotonic()
         wait_progress(writers, t, 20, 20, "before the stop")
+        looking_before = {m.id: looking_count(m) for m in others}
         t_term = time.monotonic()
         old.proc.send_signal(signal.SIGTERM)
         new = wait_for(lambda: next((m for m in others if m.mode(timeout=0.5) == "leader"), None),
@@ -169,6 +179,7 @@ def test_leader_sigterm_hands_leadership_over_without_an_election(make_ensemble)
         assert old.proc.wait(10) == 0, "the stopped leader exited with an error"
         old.terminate()     # reaped: down, as the checks below expect
         wait_progress(writers, t_term, 10, 30, "after the leader stopped")
+        looking_after = {m.id: looking_count(m) for m in others}
     finally:
         stop_writers(writers)
     gap = max_gap(t for w in writers for t in w.ack_times() if t >= t_term - 1)
@@ -179,6 +190,9 @@ def test_leader_sigterm_hands_leadership_over_without_an_election(make_ensemble)
     assert f"handed leadership to server.{new.id}" in old.log_tail(200)
     assert t_led - t_term < 0.5, f"server.{new.id} led {t_led - t_term:.3f}s after SIGTERM"
     assert gap < 1.0, f"writes stopped for {gap:.3f}s"
+    changes = {i: looking_after[i] - looking_before[i] for i in looking_before}
+    assert set(changes.values()) == {1}, \
+        f"each server should have lost its leader once, to the hand-off: {changes}"
     assert_sessions_kept(writers)
     verify_acknowledged(ens, writers, members=others)
     old.restart()

@@ -475,6 +475,7 @@ impl<W: Send + 'static> Driver<W> {
         if !had_leader {
             return;
         }
+        self.status.leader_changes.fetch_add(1, Ordering::Relaxed);
         // After a hand-off this server's proposals are in the new leader's
         // log, which commits them: their clients get answers, not
         // ConnectionLoss. (With three voters the transferee's ack already

@@ -23,6 +23,9 @@ pub struct Status {
     /// The log could not be written for lack of disk space and waits for
     /// it: nothing new can be made durable here.
     pub(crate) disk_full: AtomicBool,
+    /// Times this server lost the leader it knew, to a crash, an election
+    /// or a hand-off.
+    pub(crate) leader_changes: AtomicU64,
 }
 
 impl Status {
@@ -48,6 +51,12 @@ impl Status {
 
     pub fn last_index(&self) -> u64 {
         self.last_index.load(Ordering::Relaxed)
+    }
+
+    /// Times this server lost the leader it knew (ZooKeeper counts the
+    /// same moments as `looking_count`, when a peer starts looking).
+    pub fn leader_changes(&self) -> u64 {
+        self.leader_changes.load(Ordering::Relaxed)
     }
 
     /// Whether the log waits for disk space, so that writes made through

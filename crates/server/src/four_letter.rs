@@ -243,7 +243,11 @@ fn peer_values(shared: &Shared) -> Vec<(&'static str, String)> {
         ("leader", _) => "leading - broadcast",
         _ => "following - broadcast",
     };
-    let mut values = vec![("zk_peer_state", state.to_string())];
+    let leader_changes = shared.consensus.status().leader_changes();
+    let mut values = vec![
+        ("zk_peer_state", state.to_string()),
+        ("zk_looking_count", leader_changes.to_string()),
+    ];
     if mode(shared) == "leader" {
         let connected = network
             .transport()
