@@ -87,6 +87,10 @@ pub struct Config {
     pub tick: Duration,
     /// Ticks without a leader before a follower campaigns.
     pub election_ticks: usize,
+    /// A log sync slower than this is logged as a warning (ZooKeeper's
+    /// `fsync.warningthresholdms`): while it lasts this server neither
+    /// ticks nor answers, so a slow disk is what makes elections happen.
+    pub sync_warning: Duration,
 }
 
 /// What the state machine is handed, in log order.
@@ -205,6 +209,7 @@ impl<W: Send + 'static> Consensus<W> {
             status: status.clone(),
             tick: config.tick,
             election_timeout: config.tick * config.election_ticks as u32,
+            sync_warning: config.sync_warning,
             deferred: Vec::new(),
             hand_off: None,
         };
@@ -316,6 +321,7 @@ struct Driver<W> {
     tick: Duration,
     /// How long a transfer of leadership may take before raft gives up.
     election_timeout: Duration,
+    sync_warning: Duration,
     /// Commands that arrived while the log waited for disk space and must
     /// still be carried out.
     deferred: Vec<Command<W>>,
@@ -444,7 +450,9 @@ impl<W: Send + 'static> Driver<W> {
             self.answer_read(&state.request_ctx, Some(state.index));
         }
         self.forward(ready.take_committed_entries());
+        let syncing = Instant::now();
         self.until_space(|log| log.persist(ready.entries(), ready.hs()))?;
+        self.warn_if_slow(syncing.elapsed(), ready.entries().len());
         // A follower's acknowledgements must wait until it has persisted.
         self.send(ready.take_persisted_messages());
         let mut light = self.raw.advance(ready);
@@ -457,6 +465,23 @@ impl<W: Send + 'static> Driver<W> {
         self.notice_leader_change();
         self.publish_status();
         Ok(())
+    }
+
+    fn warn_if_slow(&self, took: Duration, entries: usize) {
+        if took < self.sync_warning {
+            return;
+        }
+        tracing::warn!(
+            took_ms = took.as_millis() as u64,
+            entries,
+            "writing and syncing the log took {} ms (fsync.warningthresholdms is {} ms): \
+             no write was acknowledged meanwhile, and in an ensemble a stall past the \
+             election timeout ({} ms) makes the others elect a new leader; give the log \
+             a disk of its own (dataLogDir) or find what else writes to that disk",
+            took.as_millis(),
+            self.sync_warning.as_millis(),
+            self.election_timeout.as_millis()
+        );
     }
 
     /// Proposals and read-index requests made through a leader that is
@@ -770,6 +795,7 @@ mod tests {
             log_dir: dir.to_path_buf(),
             tick: Duration::from_millis(10),
             election_ticks: 10,
+            sync_warning: Duration::from_secs(1),
         }
     }
 

@@ -37,6 +37,9 @@ pub struct ServerConfig {
     /// KiB of log between snapshots, whatever the count; <= 0 for no limit
     /// (ZooKeeper's `snapSizeLimitInKb`).
     pub snap_size_limit_kb: i64,
+    /// A log sync slower than this many milliseconds is logged as a
+    /// warning (ZooKeeper's `fsync.warningthresholdms`).
+    pub fsync_warning_threshold_ms: u64,
     pub autopurge_snap_retain_count: u32,
     pub extended_types_enabled: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
@@ -124,6 +127,7 @@ impl Default for ServerConfig {
             // ZooKeeper's default is 4 GiB of log on disk; Paddock reads
             // the log since the last snapshot into memory once on restart.
             snap_size_limit_kb: 256 * 1024,
+            fsync_warning_threshold_ms: 1000,
             autopurge_snap_retain_count: 3,
             extended_types_enabled: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
@@ -219,6 +223,9 @@ impl ServerConfig {
                     config.snap_size_limit_kb = value
                         .parse()
                         .map_err(|_| invalid(raw_key, value, "expected a number"))?
+                }
+                "fsync.warningthresholdms" => {
+                    config.fsync_warning_threshold_ms = number(raw_key, value)?
                 }
                 "autopurge.snapRetainCount" => {
                     config.autopurge_snap_retain_count = number(raw_key, value)?
@@ -473,6 +480,15 @@ mod tests {
         ] {
             assert!(config(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_fsync_warning_threshold_is_zookeeper_s_key() {
+        assert_eq!(config("").unwrap().fsync_warning_threshold_ms, 1000);
+        let c = config("zookeeper.fsync.warningthresholdms=250").unwrap();
+        assert_eq!(c.fsync_warning_threshold_ms, 250);
+        assert!(c.ignored_keys.is_empty());
+        assert!(config("fsync.warningthresholdms=soon").is_err());
     }
 
     #[test]

@@ -121,6 +121,7 @@ pub async fn run(
             log_dir,
             tick: RAFT_TICK,
             election_ticks: ELECTION_TICKS,
+            sync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
         },
         snapshot_meta.as_ref(),
         committed_tx,
