@@ -93,10 +93,34 @@ def zookeeper_classpath() -> str:
     return ":".join(jars)
 
 
+def _ephemeral_start() -> int:
+    try:
+        text = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+        return int(text.split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports come from below the kernel's ephemeral range and are never handed
+# out twice by this process: a port the kernel picked for port 0 may be
+# picked again for the next caller, or taken by an outgoing connection
+# before the server binds it (crates/launch/src/port.rs does the same).
+_PORTS = range(10000, max(_ephemeral_start(), 11000))
+_port_cursor = (os.getpid() * 7919 + time.time_ns()) % len(_PORTS)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    global _port_cursor
+    for _ in range(len(_PORTS)):
+        port = _PORTS[_port_cursor % len(_PORTS)]
+        _port_cursor += 1
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_PORTS}")
 
 
 def default_config() -> Dict[str, str]:

@@ -12,10 +12,13 @@
 //!   server gets.
 //! - `process`: one server process ([`Server`]): start, kill, stop
 //!   gracefully, pause, resume, restart, wipe, its memory.
+//! - `port`: free loopback ports, below the kernel's ephemeral range and
+//!   never handed out twice.
 //! - `probe`: four-letter words over a socket (`srvr`), how a server says it
 //!   serves and in which mode.
 //! - [`Cluster`] (here): the servers of one deployment together.
 
+pub mod port;
 mod probe;
 mod process;
 mod spec;

@@ -11,6 +11,9 @@ use anyhow::{bail, Context as _};
 use crate::probe::{self, Mode};
 use crate::spec::{self, Plan, Spec};
 
+/// Lines of a server's log shown when it fails to start.
+const LOG_LINES_ON_FAILURE: usize = 20;
+
 /// A server of a deployment; its process is killed when dropped.
 pub struct Server {
     plan: Plan,
@@ -92,6 +95,13 @@ impl Server {
         self.plan.dir.join("server.log")
     }
 
+    /// The last `lines` lines of the server's log, for an error message.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -128,9 +138,10 @@ impl Server {
         loop {
             if !self.is_running() {
                 bail!(
-                    "server {} exited while starting; see {}",
+                    "server {} exited while starting; the end of {}:\n{}",
                     self.plan.id,
-                    self.log_path().display()
+                    self.log_path().display(),
+                    self.log_tail(LOG_LINES_ON_FAILURE)
                 );
             }
             if let Some(mode) = self.mode() {

@@ -3,7 +3,6 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fmt::Write as _;
-use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context as _};
@@ -84,9 +83,9 @@ impl Ports {
     /// Three free loopback ports.
     pub fn free() -> anyhow::Result<Ports> {
         Ok(Ports {
-            client: free_port()?,
-            peer: free_port()?,
-            election: free_port()?,
+            client: crate::port::free()?,
+            peer: crate::port::free()?,
+            election: crate::port::free()?,
         })
     }
 }
@@ -164,11 +163,6 @@ pub(crate) fn plan(spec: &Spec) -> anyhow::Result<Vec<Plan>> {
             dir: spec.dir.join(format!("node{}", i + 1)),
         })
         .collect())
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Writes `myid` and `zoo.cfg` into the server's directory; returns the

@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
@@ -85,7 +85,7 @@ impl Server {
     /// Starts a server of `kind` and waits until it serves.
     pub fn start(kind: Kind) -> Server {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = free_port();
+        let port = launch::port::free().expect("a free port");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("the data directory");
         let cfg = format!(
@@ -315,13 +315,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// Sends a four-letter word and returns the whole answer.

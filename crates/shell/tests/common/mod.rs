@@ -9,7 +9,7 @@
 
 use std::future::Future;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -38,10 +38,7 @@ pub struct Server {
 impl Server {
     pub fn start() -> Server {
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
+        let port = launch::port::free().expect("a free port");
         let data = dir.path().join("data");
         std::fs::create_dir_all(&data).expect("the data directory");
         let cfg = dir.path().join("zoo.cfg");
