@@ -31,6 +31,9 @@ pub trait WritableFile: Send + Debug {
     fn sync_data(&mut self) -> io::Result<()>;
     /// `fsync`: data and all metadata are durable on return.
     fn sync_all(&mut self) -> io::Result<()>;
+    /// Another handle to the same open file (a duplicated descriptor), so
+    /// that another thread can sync what this one writes.
+    fn try_clone(&self) -> io::Result<Box<dyn WritableFile>>;
     /// Starts writing `len` bytes from `offset` to disk and, with `wait`,
     /// waits until they are written, without making anything durable (no
     /// metadata, no device cache flush): it only keeps the dirty pages of a
@@ -118,6 +121,12 @@ impl WritableFile for StdWritableFile {
 
     fn sync_all(&mut self) -> io::Result<()> {
         self.file.sync_all()
+    }
+
+    fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
+        Ok(Box::new(StdWritableFile {
+            file: self.file.try_clone()?,
+        }))
     }
 
     #[cfg(target_os = "linux")]

@@ -453,6 +453,9 @@ mod tests {
         fn sync_all(&mut self) -> io::Result<()> {
             self.sync_data()
         }
+        fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
+            Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
         fn write_back(&mut self, offset: u64, len: u64, wait: bool) -> io::Result<()> {
             assert!(offset + len <= self.written, "only written bytes are sent");
             if wait {

@@ -14,7 +14,10 @@
 //!
 //! [`Wal::append`] writes to the kernel (one `pwrite` per call, two when the
 //! batch crosses into a new segment); [`Wal::sync`] makes everything appended
-//! so far durable with one `fdatasync`. Rolling to a new segment first
+//! so far durable with one `fdatasync`. [`Wal::start_sync`] hands that
+//! `fdatasync` to another thread as a [`PendingSync`], so the writer can go
+//! on appending (and its caller on heartbeating) while the disk is slow.
+//! Rolling to a new segment first
 //! `fdatasync`s the old one, so a segment other than the last is always
 //! complete on disk — which is what lets recovery call any damage in it
 //! corruption. New segments are preallocated with `fallocate` (so a full disk
@@ -57,6 +60,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -137,8 +141,12 @@ struct ActiveSegment {
     write_offset: u64,
     /// The largest index among its records (caller's index space).
     max_index: Option<u64>,
-    /// Bytes were written since the last `fdatasync`.
+    /// Bytes were written since a sync of them last started (here or in a
+    /// [`PendingSync`]).
     unsynced: bool,
+    /// A [`PendingSync`] was handed out since the last sync here, and may
+    /// not have finished.
+    sync_handed_out: bool,
 }
 
 impl ActiveSegment {
@@ -163,7 +171,8 @@ pub struct Wal {
     last_index: Option<u64>,
     /// Encoding buffer, reused across appends.
     pending: Vec<u8>,
-    poisoned: bool,
+    /// Set by any failed write or sync, here or in a [`PendingSync`].
+    poisoned: Arc<AtomicBool>,
     /// Every segment file now in the log, for readers.
     paths: SegmentPaths,
 }
@@ -348,7 +357,7 @@ impl Wal {
             next_seq: 1,
             last_index: None,
             pending: Vec::new(),
-            poisoned: false,
+            poisoned: Arc::default(),
             paths: SegmentPaths::default(),
         };
         let mut records = Vec::new();
@@ -424,6 +433,7 @@ impl Wal {
             write_offset: loaded.valid_end,
             max_index,
             unsynced: false,
+            sync_handed_out: false,
         });
         Ok(())
     }
@@ -463,7 +473,7 @@ impl Wal {
             .as_ref()
             .is_err_and(|e| !matches!(e, StorageError::NoSpace { .. }))
         {
-            self.poisoned = true;
+            self.poison();
         }
         // Do not keep a huge buffer alive after one exceptional batch.
         if pending.capacity() <= 16 << 20 {
@@ -533,7 +543,7 @@ impl Wal {
     /// record will have index `first_index`.
     fn roll(&mut self, first_index: u64) -> Result<(), StorageError> {
         if let Some(mut old) = self.active.take() {
-            if old.unsynced {
+            if old.unsynced || old.sync_handed_out {
                 old.file.sync_data().map_err(io_context(|| {
                     format!("fdatasync of WAL segment {}", old.path.display())
                 }))?;
@@ -568,6 +578,7 @@ impl Wal {
             write_offset: SEGMENT_HEADER_BYTES as u64,
             max_index: None,
             unsynced: false,
+            sync_handed_out: false,
         });
         self.next_seq += 1;
         Ok(())
@@ -598,18 +609,44 @@ impl Wal {
         let Some(active) = &mut self.active else {
             return Ok(());
         };
-        if !active.unsynced {
+        if !active.unsynced && !active.sync_handed_out {
             return Ok(());
         }
         if let Err(source) = active.file.sync_data() {
-            self.poisoned = true;
+            self.poisoned.store(true, Ordering::SeqCst);
             return Err(StorageError::Io {
                 context: format!("fdatasync of WAL segment {}", active.path.display()),
                 source,
             });
         }
         active.unsynced = false;
+        active.sync_handed_out = false;
         Ok(())
+    }
+
+    /// Like [`Wal::sync`], but the `fdatasync` runs when the caller calls
+    /// [`PendingSync::finish`], on any thread, while this log takes more
+    /// appends. What was appended before this call is durable once it
+    /// returns Ok; later appends need a later sync. `None` when nothing was
+    /// appended since the last sync started.
+    pub fn start_sync(&mut self) -> Result<Option<PendingSync>, StorageError> {
+        self.check_usable()?;
+        let Some(active) = &mut self.active else {
+            return Ok(None);
+        };
+        if !active.unsynced {
+            return Ok(None);
+        }
+        let file = active.file.try_clone().map_err(io_context(|| {
+            format!("duplicating WAL segment {} for syncing", active.path.display())
+        }))?;
+        active.unsynced = false;
+        active.sync_handed_out = true;
+        Ok(Some(PendingSync {
+            file,
+            path: active.path.clone(),
+            poisoned: self.poisoned.clone(),
+        }))
     }
 
     /// Deletes the longest prefix of segments (oldest first, never the active
@@ -678,13 +715,39 @@ impl Wal {
         &self.dir
     }
 
+    fn poison(&self) {
+        self.poisoned.store(true, Ordering::SeqCst);
+    }
+
     fn check_usable(&self) -> Result<(), StorageError> {
-        if self.poisoned {
+        if self.poisoned.load(Ordering::SeqCst) {
             return Err(StorageError::Poisoned {
                 dir: self.dir.clone(),
             });
         }
         Ok(())
+    }
+}
+
+/// An `fdatasync` of the active segment, handed out by [`Wal::start_sync`].
+#[derive(Debug)]
+pub struct PendingSync {
+    file: Box<dyn WritableFile>,
+    path: PathBuf,
+    poisoned: Arc<AtomicBool>,
+}
+
+impl PendingSync {
+    /// Makes durable what was appended before [`Wal::start_sync`]. An error
+    /// poisons the log, as a failed [`Wal::sync`] does.
+    pub fn finish(mut self) -> Result<(), StorageError> {
+        self.file.sync_data().map_err(|source| {
+            self.poisoned.store(true, Ordering::SeqCst);
+            StorageError::Io {
+                context: format!("fdatasync of WAL segment {}", self.path.display()),
+                source,
+            }
+        })
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use storage::{
@@ -15,6 +15,8 @@ use storage::{
 #[derive(Debug, Default)]
 struct Faults {
     fail_sync_data: AtomicBool,
+    /// `fdatasync` calls that reached the file.
+    data_syncs: AtomicUsize,
     fail_sync_all: AtomicBool,
     /// The next write stores only this many bytes, then fails.
     short_write: Mutex<Option<usize>>,
@@ -82,6 +84,7 @@ impl WritableFile for FaultyFile {
         if self.faults.fail_sync_data.load(Ordering::SeqCst) {
             return Err(injected("fdatasync"));
         }
+        self.faults.data_syncs.fetch_add(1, Ordering::SeqCst);
         self.inner.sync_data()
     }
 
@@ -90,6 +93,14 @@ impl WritableFile for FaultyFile {
             return Err(injected("fsync"));
         }
         self.inner.sync_all()
+    }
+
+    fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
+        Ok(Box::new(FaultyFile {
+            inner: self.inner.try_clone()?,
+            faults: self.faults.clone(),
+            reserved: self.reserved,
+        }))
     }
 }
 
@@ -179,6 +190,60 @@ fn a_failed_fdatasync_is_returned_and_poisons_the_log() {
     // What was synced survives (here the page cache still had the rest too).
     let indices = recovered_indices(tmp.path());
     assert_eq!(&indices[..5], &[1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn a_failed_sync_on_another_thread_poisons_the_log() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, faults) = open_faulty(tmp.path());
+    append_range(&mut wal, 1..=5).expect("append");
+    let pending = wal.start_sync().expect("start").expect("something to sync");
+    faults.fail_sync_data.store(true, Ordering::SeqCst);
+    let err = std::thread::spawn(move || pending.finish())
+        .join()
+        .expect("the syncing thread")
+        .expect_err("sync must fail");
+    assert!(
+        matches!(&err, StorageError::Io { context, .. } if context.contains("fdatasync")),
+        "{err:?}"
+    );
+    faults.fail_sync_data.store(false, Ordering::SeqCst);
+    assert!(matches!(
+        append_range(&mut wal, 6..=6),
+        Err(StorageError::Poisoned { .. })
+    ));
+    assert!(matches!(wal.start_sync(), Err(StorageError::Poisoned { .. })));
+}
+
+#[test]
+fn a_sync_handed_out_and_not_finished_is_not_taken_for_done() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut wal, faults) = open_faulty_with(
+        tmp.path(),
+        WalOptions {
+            segment_bytes: 4096,
+            preallocate: true,
+        },
+    );
+    let syncs = || faults.data_syncs.load(Ordering::SeqCst);
+    append_range(&mut wal, 1..=5).expect("append");
+    let _unfinished = wal.start_sync().expect("start").expect("something to sync");
+    assert!(wal.start_sync().expect("start").is_none(), "nothing new since");
+    // The handed-out sync may not have run: a sync here must not skip it.
+    let before = syncs();
+    wal.sync().expect("sync");
+    assert_eq!(syncs(), before + 1);
+    wal.sync().expect("sync");
+    assert_eq!(syncs(), before + 1, "nothing left to sync");
+    // Nor may a roll seal a segment whose handed-out sync has not run.
+    append_range(&mut wal, 6..=10).expect("append");
+    let _unfinished = wal.start_sync().expect("start").expect("something to sync");
+    let before = syncs();
+    let too_big_for_the_rest = vec![7u8; 5000];
+    wal.append(&[(11, &too_big_for_the_rest[..])])
+        .expect("append into a new segment");
+    assert_eq!(wal.segment_count(), 2);
+    assert!(syncs() > before, "the sealed segment was synced when it rolled");
 }
 
 #[test]
