@@ -1,6 +1,7 @@
 //! The raft log made durable: every entry and hard state raft hands us is
-//! appended to the write-ahead log and synced once per Ready (group
-//! commit), and recorded in the `LogStore`, which serves raft's reads:
+//! appended to the write-ahead log, synced once per Ready or per several
+//! (group commit; the sync may run on another thread, see `log_sync`), and
+//! recorded in the `LogStore`, which serves raft's reads:
 //! terms and record locations of the entries after the latest snapshot,
 //! the newest entries themselves, the rest read back from the WAL. The WAL
 //! holds at least those entries, and is trimmed by whole segments after
@@ -10,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
-use storage::{RecordLocation, Wal, WalOptions};
+use storage::{PendingSync, RecordLocation, Wal, WalOptions};
 
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
@@ -124,9 +125,33 @@ impl DurableLog {
         }
     }
 
-    /// Makes `entries` and `hard_state` durable with one sync, then exposes
-    /// them to raft. Entries may overwrite a suffix of the log.
+    /// Makes `entries` and `hard_state` durable with one sync on this
+    /// thread, then exposes them to raft. Entries may overwrite a suffix of
+    /// the log.
     pub(crate) fn persist(
+        &mut self,
+        entries: &[Entry],
+        hard_state: Option<&HardState>,
+    ) -> Result<(), Error> {
+        self.write(entries, hard_state)?;
+        self.sync()
+    }
+
+    /// Makes everything written so far durable, on this thread.
+    pub(crate) fn sync(&mut self) -> Result<(), Error> {
+        Ok(self.wal.sync()?)
+    }
+
+    /// The sync of everything written so far, to run on another thread;
+    /// `None` if a sync of all of it has already started.
+    pub(crate) fn start_sync(&mut self) -> Result<Option<PendingSync>, Error> {
+        Ok(self.wal.start_sync()?)
+    }
+
+    /// Writes `entries` and `hard_state` to the WAL, not yet durable, and
+    /// exposes them to raft (which tells them apart from durable ones until
+    /// it hears of their sync). Entries may overwrite a suffix of the log.
+    pub(crate) fn write(
         &mut self,
         entries: &[Entry],
         hard_state: Option<&HardState>,
@@ -154,19 +179,12 @@ impl DurableLog {
             .map(|(index, range)| (*index, &self.scratch[range.clone()]))
             .collect();
         let locations = self.wal.append(&slices)?;
-        self.wal.sync()?;
 
         self.log.append(entries, &locations[..entries.len()]);
         if let Some(hs) = hard_state {
             self.log.set_hard_state(hs.clone());
         }
         Ok(())
-    }
-
-    /// Records a commit index raft learned after persisting (kept in memory;
-    /// the next hard state record carries it to disk).
-    pub(crate) fn set_commit(&mut self, commit: u64) {
-        self.log.set_commit(commit);
     }
 
     /// Forgets what a durable snapshot covers: entries before it in

@@ -23,6 +23,7 @@ mod durable;
 mod error;
 mod hand_off;
 mod log_store;
+mod log_sync;
 mod node;
 mod record;
 mod snapshot;

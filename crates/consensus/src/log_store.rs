@@ -87,10 +87,6 @@ impl LogStore {
         self.core().hard_state = hard_state;
     }
 
-    pub(crate) fn set_commit(&self, commit: u64) {
-        self.core().hard_state.commit = commit;
-    }
-
     /// The log restarts after a snapshot (raft's `MemStorage` semantics:
     /// the snapshot's index is committed, its configuration current).
     pub(crate) fn apply_snapshot(&self, index: u64, term: u64, conf_state: ConfState) {

@@ -1,11 +1,13 @@
 //! The one owner of raft's `RawNode`: a thread that takes proposals and
 //! peer messages from a channel, ticks on a timer, and handles each Ready in
-//! raft-rs's documented order — send what may go before persisting, persist
-//! entries and hard state (one sync for the whole batch), send what had to
-//! wait for it, hand committed entries to the state machine, then advance.
+//! raft-rs's documented order — send what may go before persisting, write
+//! entries and hard state, hand committed entries to the state machine,
+//! give the Ready back to raft — while the sync of what it wrote runs on
+//! the log's own thread (`log_sync`); what had to wait for the sync is sent
+//! when it ends.
 //!
-//! Group commit falls out of the loop: while one batch is being synced,
-//! proposals queue in the channel, and the next turn drains them all.
+//! Group commit falls out of the loop: while one sync runs, the Readies
+//! after it write their batches, and the next sync covers them all.
 //!
 //! A proposal is known by its origin: the entry's context carries the id
 //! of the server that proposed it and that server's sequence number. A
@@ -31,6 +33,7 @@ use tokio::sync::oneshot;
 
 use crate::durable::{DurableLog, RaftStore};
 use crate::hand_off::{self, Follower, HandOff};
+use crate::log_sync::{LogSyncer, PersistQueue, Synced};
 use crate::snapshot::SnapshotMeta;
 use crate::status::{Role, Status};
 use crate::Error;
@@ -137,6 +140,8 @@ enum Command<W> {
         avoid: Option<u64>,
         reply: oneshot::Sender<HandOff>,
     },
+    /// The log's sync thread finished a sync, or failed one.
+    Synced(Result<Synced, storage::StorageError>),
     Stop,
 }
 
@@ -193,6 +198,11 @@ impl<W: Send + 'static> Consensus<W> {
 
         let (commands, inbox) = mpsc::channel();
         let status = Arc::new(Status::default());
+        let sync_reports = commands.clone();
+        let syncer = LogSyncer::start(move |result| {
+            let _ = sync_reports.send(Command::Synced(result));
+        })
+        .map_err(|e| thread_error("starting the log's sync thread", e))?;
         let mut driver = Driver {
             id: config.id,
             raw,
@@ -212,6 +222,8 @@ impl<W: Send + 'static> Consensus<W> {
             sync_warning: config.sync_warning,
             deferred: Vec::new(),
             hand_off: None,
+            persisting: PersistQueue::default(),
+            syncer,
         };
         let thread = thread::Builder::new()
             .name("consensus".into())
@@ -226,12 +238,7 @@ impl<W: Send + 'static> Consensus<W> {
                     );
                 }
             })
-            .map_err(|e| {
-                Error::Storage(storage::StorageError::Io {
-                    context: "starting the consensus thread".into(),
-                    source: e,
-                })
-            })?;
+            .map_err(|e| thread_error("starting the consensus thread", e))?;
         Ok(Self {
             commands,
             status,
@@ -327,6 +334,10 @@ struct Driver<W> {
     deferred: Vec<Command<W>>,
     /// A hand-off of leadership under way, answered once it ends.
     hand_off: Option<HandingOff>,
+    /// Readies given back to raft and not yet durable.
+    persisting: PersistQueue,
+    /// Declared last: dropping it waits for the sync under way.
+    syncer: LogSyncer,
 }
 
 struct HandingOff {
@@ -425,6 +436,13 @@ impl<W: Send + 'static> Driver<W> {
                 self.raw.report_snapshot(to, status);
                 Ok(())
             }
+            Command::Synced(result) => {
+                let synced = result?;
+                self.warn_if_slow(synced.took);
+                self.persisting.synced(synced.through);
+                self.tell_persisted();
+                Ok(())
+            }
         }
     }
 
@@ -435,7 +453,8 @@ impl<W: Send + 'static> Driver<W> {
         let mut ready = self.raw.ready();
         // A leader's appends and heartbeats may go out before it persists.
         self.send(ready.take_messages());
-        if !ready.snapshot().is_empty() {
+        let installed_snapshot = !ready.snapshot().is_empty();
+        if installed_snapshot {
             // The server stepped the leader's snapshot message only once the
             // snapshot's bytes were durable in the snapshot directory.
             let meta = SnapshotMeta::from_raft(ready.snapshot());
@@ -450,37 +469,61 @@ impl<W: Send + 'static> Driver<W> {
             self.answer_read(&state.request_ctx, Some(state.index));
         }
         self.forward(ready.take_committed_entries());
-        let syncing = Instant::now();
-        self.until_space(|log| log.persist(ready.entries(), ready.hs()))?;
-        self.warn_if_slow(syncing.elapsed(), ready.entries().len());
-        // A follower's acknowledgements must wait until it has persisted.
-        self.send(ready.take_persisted_messages());
-        let mut light = self.raw.advance(ready);
-        if let Some(commit) = light.commit_index() {
-            self.log.set_commit(commit);
-        }
-        self.send(light.take_messages());
-        self.forward(light.take_committed_entries());
+        self.until_space(|log| log.write(ready.entries(), ready.hs()))?;
+        let number = ready.number();
+        let must_sync = ready.must_sync();
+        // A follower's acknowledgements and votes wait until it has persisted.
+        let after_sync = ready.take_persisted_messages();
+        self.raw.advance_append_async(ready);
         self.raw.advance_apply();
+        let needs_sync = if installed_snapshot {
+            // The snapshot's mark was synced here, and with it everything
+            // written before it.
+            self.log.sync()?;
+            self.persisting.synced(number);
+            false
+        } else {
+            must_sync && self.start_sync(number)?
+        };
+        self.persisting.push(number, needs_sync, after_sync);
+        self.tell_persisted();
         self.notice_leader_change();
         self.publish_status();
         Ok(())
     }
 
-    fn warn_if_slow(&self, took: Duration, entries: usize) {
+    /// Hands the sync of what was written through Ready `number` to the
+    /// log's thread; false if a sync already under way covers it.
+    fn start_sync(&mut self, number: u64) -> Result<bool, Error> {
+        match self.log.start_sync()? {
+            Some(pending) => {
+                self.syncer.sync(number, pending);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Tells raft which Readies are now persisted and sends what waited for
+    /// them.
+    fn tell_persisted(&mut self) {
+        if let Some(persisted) = self.persisting.take_persisted() {
+            self.raw.on_persist_ready(persisted.through);
+            self.send(persisted.messages);
+        }
+    }
+
+    fn warn_if_slow(&self, took: Duration) {
         if took < self.sync_warning {
             return;
         }
         tracing::warn!(
             took_ms = took.as_millis() as u64,
-            entries,
-            "writing and syncing the log took {} ms (fsync.warningthresholdms is {} ms): \
-             no write was acknowledged meanwhile, and in an ensemble a stall past the \
-             election timeout ({} ms) makes the others elect a new leader; give the log \
-             a disk of its own (dataLogDir) or find what else writes to that disk",
+            "syncing the log took {} ms (fsync.warningthresholdms is {} ms): no write \
+             was acknowledged by this server meanwhile; give the log a disk of its own \
+             (dataLogDir) or find what else writes to that disk",
             took.as_millis(),
             self.sync_warning.as_millis(),
-            self.election_timeout.as_millis()
         );
     }
 
@@ -729,7 +772,7 @@ impl<W: Send + 'static> Driver<W> {
                 Command::HandOff { reply, .. } => {
                     let _ = reply.send(HandOff::DiskFull);
                 }
-                Command::Compact { .. } | Command::SnapshotReport { .. } => {
+                Command::Compact { .. } | Command::SnapshotReport { .. } | Command::Synced(_) => {
                     self.deferred.push(command)
                 }
             }
@@ -755,6 +798,13 @@ impl<W: Send + 'static> Driver<W> {
             .last_index
             .store(raft.raft_log.last_index(), Ordering::Relaxed);
     }
+}
+
+fn thread_error(context: &str, source: std::io::Error) -> Error {
+    Error::Storage(storage::StorageError::Io {
+        context: context.into(),
+        source,
+    })
 }
 
 /// Which server proposed an entry, and its sequence number there; carried

@@ -638,7 +638,10 @@ impl Wal {
             return Ok(None);
         }
         let file = active.file.try_clone().map_err(io_context(|| {
-            format!("duplicating WAL segment {} for syncing", active.path.display())
+            format!(
+                "duplicating WAL segment {} for syncing",
+                active.path.display()
+            )
         }))?;
         active.unsynced = false;
         active.sync_handed_out = true;

@@ -212,7 +212,10 @@ fn a_failed_sync_on_another_thread_poisons_the_log() {
         append_range(&mut wal, 6..=6),
         Err(StorageError::Poisoned { .. })
     ));
-    assert!(matches!(wal.start_sync(), Err(StorageError::Poisoned { .. })));
+    assert!(matches!(
+        wal.start_sync(),
+        Err(StorageError::Poisoned { .. })
+    ));
 }
 
 #[test]
@@ -228,7 +231,10 @@ fn a_sync_handed_out_and_not_finished_is_not_taken_for_done() {
     let syncs = || faults.data_syncs.load(Ordering::SeqCst);
     append_range(&mut wal, 1..=5).expect("append");
     let _unfinished = wal.start_sync().expect("start").expect("something to sync");
-    assert!(wal.start_sync().expect("start").is_none(), "nothing new since");
+    assert!(
+        wal.start_sync().expect("start").is_none(),
+        "nothing new since"
+    );
     // The handed-out sync may not have run: a sync here must not skip it.
     let before = syncs();
     wal.sync().expect("sync");
@@ -243,7 +249,10 @@ fn a_sync_handed_out_and_not_finished_is_not_taken_for_done() {
     wal.append(&[(11, &too_big_for_the_rest[..])])
         .expect("append into a new segment");
     assert_eq!(wal.segment_count(), 2);
-    assert!(syncs() > before, "the sealed segment was synced when it rolled");
+    assert!(
+        syncs() > before,
+        "the sealed segment was synced when it rolled"
+    );
 }
 
 #[test]
