@@ -475,7 +475,6 @@ impl<W: Send + 'static> Driver<W> {
         // A follower's acknowledgements and votes wait until it has persisted.
         let after_sync = ready.take_persisted_messages();
         self.raw.advance_append_async(ready);
-        self.raw.advance_apply();
         let needs_sync = if installed_snapshot {
             // The snapshot's mark was synced here, and with it everything
             // written before it.
@@ -487,6 +486,9 @@ impl<W: Send + 'static> Driver<W> {
         };
         self.persisting.push(number, needs_sync, after_sync);
         self.tell_persisted();
+        // After `tell_persisted`: a restored snapshot counts as applied
+        // only once raft knows it is persisted.
+        self.raw.advance_apply();
         self.notice_leader_change();
         self.publish_status();
         Ok(())
