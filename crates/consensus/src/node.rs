@@ -26,7 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use raft::prelude::{Entry, EntryType, Message};
+use raft::prelude::{Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
@@ -472,8 +472,13 @@ impl<W: Send + 'static> Driver<W> {
         self.until_space(|log| log.write(ready.entries(), ready.hs()))?;
         let number = ready.number();
         let must_sync = ready.must_sync();
-        // A follower's acknowledgements and votes wait until it has persisted.
-        let after_sync = ready.take_persisted_messages();
+        // A follower's acknowledgements and votes wait until it has
+        // persisted; what claims nothing about its log goes now.
+        let (now, after_sync): (Vec<_>, Vec<_>) = ready
+            .take_persisted_messages()
+            .into_iter()
+            .partition(may_leave_before_sync);
+        self.send(now);
         self.raw.advance_append_async(ready);
         let needs_sync = if installed_snapshot {
             // The snapshot's mark was synced here, and with it everything
@@ -800,6 +805,20 @@ impl<W: Send + 'static> Driver<W> {
             .last_index
             .store(raft.raft_log.last_index(), Ordering::Relaxed);
     }
+}
+
+/// Raft-rs holds back every message of a server that does not lead until
+/// the Ready that made it is persisted. These claim nothing about this
+/// server's log, term or vote, so they go at once (as in etcd's raft with
+/// asynchronous storage writes): a heartbeat's answer keeps the leader's
+/// check-quorum satisfied and a forwarded proposal or read reaches the
+/// leader while a slow sync runs. Answers to appends and everything about
+/// votes still wait.
+fn may_leave_before_sync(message: &Message) -> bool {
+    matches!(
+        message.get_msg_type(),
+        MessageType::MsgHeartbeatResponse | MessageType::MsgPropose | MessageType::MsgReadIndex
+    )
 }
 
 fn thread_error(context: &str, source: std::io::Error) -> Error {
