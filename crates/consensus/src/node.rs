@@ -366,9 +366,17 @@ impl<W: Send + 'static> Driver<W> {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return Ok(()),
             }
-            if Instant::now() >= next_tick {
+            let now = Instant::now();
+            if now >= next_tick {
                 self.raw.tick();
+                // Ticks this thread missed while it was held up are not made
+                // up: raft's timers measure the attention it got, and a burst
+                // of ticks on its return would time out an election before
+                // the heartbeats queued meanwhile were even read.
                 next_tick += self.tick;
+                if next_tick <= now {
+                    next_tick = now + self.tick;
+                }
                 self.give_up_stale_requests();
             }
             self.handle_ready()?;
