@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
-use storage::{PendingSync, RecordLocation, Wal, WalOptions};
+use storage::{PendingSync, RecordLocation, SegmentRemoval, Wal, WalOptions};
 
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
@@ -125,9 +125,8 @@ impl DurableLog {
         }
     }
 
-    /// Makes `entries` and `hard_state` durable with one sync on this
-    /// thread, then exposes them to raft. Entries may overwrite a suffix of
-    /// the log.
+    /// [`DurableLog::write`] and [`DurableLog::sync`] at once.
+    #[cfg(test)]
     pub(crate) fn persist(
         &mut self,
         entries: &[Entry],
@@ -187,26 +186,29 @@ impl DurableLog {
         Ok(())
     }
 
-    /// Forgets what a durable snapshot covers: entries before it in
-    /// memory, whole WAL segments up to it on disk; raft may now send it to
-    /// followers behind it. The current hard state is written again so that
-    /// trimming never loses the vote.
-    pub(crate) fn compact(&mut self, snapshot: SnapshotMeta) -> Result<(), Error> {
+    /// Forgets what a durable snapshot covers: entries before it in memory
+    /// at once, and raft may now send it to followers behind it. Returns the
+    /// whole WAL segments up to it, to remove from disk once what was
+    /// written so far is synced: the current hard state is written again
+    /// here, so that trimming never loses the vote.
+    pub(crate) fn compact(
+        &mut self,
+        snapshot: SnapshotMeta,
+    ) -> Result<Option<SegmentRemoval>, Error> {
         let index = snapshot.index;
         let first = self.log.first_index();
         let last = self.log.last_index();
         if index < first || index > last {
-            return Ok(());
+            return Ok(None);
         }
-        // First, so that trimming the segments that held it never loses the
-        // vote; and so that a full disk fails the call before it changes
+        // First, so that a full disk fails the call before it changes
         // anything, for the caller to repeat.
         let hard_state = self.log.hard_state();
-        self.persist(&[], Some(&hard_state))?;
+        self.write(&[], Some(&hard_state))?;
         self.log.compact(index, snapshot.term);
         *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
-        self.wal.release_through(index.saturating_sub(1))?;
-        Ok(())
+        let removal = self.wal.detach_through(index.saturating_sub(1))?;
+        Ok((!removal.is_empty()).then_some(removal))
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -334,13 +336,18 @@ mod tests {
             let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
             let batch: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"x")).collect();
             log.persist(&batch, Some(&hard_state(1, 1, 10))).unwrap();
-            log.compact(SnapshotMeta {
-                index: 6,
-                term: 1,
-                voters: vec![1],
-                learners: vec![],
-            })
-            .unwrap();
+            let removal = log
+                .compact(SnapshotMeta {
+                    index: 6,
+                    term: 1,
+                    voters: vec![1],
+                    learners: vec![],
+                })
+                .unwrap();
+            log.sync().unwrap();
+            if let Some(removal) = removal {
+                removal.finish().unwrap();
+            }
         }
         let meta = SnapshotMeta {
             index: 6,

@@ -9,6 +9,10 @@
 //! directly: `advance_append_async` takes the Ready back before it is
 //! durable, `on_persist_ready` says when it is.
 //!
+//! Trimming the log after a snapshot runs there too, after the sync of the
+//! hard state it rewrote: unlinking segments and syncing the directory may
+//! take as long as a sync on a busy disk.
+//!
 //! What must wait for durability still waits: [`PersistQueue`] holds each
 //! Ready's persisted messages (a follower's acknowledgements and votes)
 //! until its sync is done, and raft applies only entries it was told are
@@ -21,7 +25,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use raft::prelude::Message;
-use storage::{PendingSync, StorageError};
+use storage::{PendingSync, SegmentRemoval, StorageError};
 
 /// A sync done: every Ready up to `through` that wrote to the log is durable.
 #[derive(Debug)]
@@ -30,39 +34,55 @@ pub(crate) struct Synced {
     pub(crate) took: Duration,
 }
 
-/// The thread that runs the log's syncs, one at a time, oldest first.
+/// The thread that runs the log's syncs and removals, one at a time, in
+/// the order asked.
 pub(crate) struct LogSyncer {
-    requests: Option<mpsc::Sender<(u64, PendingSync)>>,
+    requests: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
 }
 
+enum Job {
+    /// Sync what Ready `through` (and every one before it) wrote.
+    Sync { through: u64, pending: PendingSync },
+    /// Remove segments the log no longer needs.
+    Remove(SegmentRemoval),
+}
+
+impl Job {
+    fn run(self) -> Result<Option<Synced>, StorageError> {
+        match self {
+            Job::Sync { through, pending } => {
+                let started = Instant::now();
+                pending.finish()?;
+                Ok(Some(Synced {
+                    through,
+                    took: started.elapsed(),
+                }))
+            }
+            Job::Remove(removal) => removal.finish().map(|()| None),
+        }
+    }
+}
+
 impl LogSyncer {
-    /// Starts the thread; `done` hears of each sync as it ends. After a
-    /// failed sync the thread stops: the log is poisoned.
+    /// Starts the thread; `done` hears of each sync as it ends, and of a
+    /// failed job, after which the thread stops: the log is poisoned.
     pub(crate) fn start(
         done: impl Fn(Result<Synced, StorageError>) + Send + 'static,
     ) -> std::io::Result<LogSyncer> {
-        let (requests, inbox) = mpsc::channel::<(u64, PendingSync)>();
+        let (requests, inbox) = mpsc::channel::<Job>();
         let thread = thread::Builder::new()
             .name("log-sync".into())
             .spawn(move || {
-                while let Ok(mut latest) = inbox.recv() {
-                    // One sync covers every request queued behind it: they
-                    // are of the same segment file, or of an older one that
-                    // rolling to the next already synced.
-                    while let Ok(newer) = inbox.try_recv() {
-                        latest = newer;
-                    }
-                    let (through, pending) = latest;
-                    let started = Instant::now();
-                    let result = pending.finish().map(|()| Synced {
-                        through,
-                        took: started.elapsed(),
-                    });
-                    let failed = result.is_err();
-                    done(result);
-                    if failed {
-                        return;
+                while let Ok(first) = inbox.recv() {
+                    let mut jobs = vec![first];
+                    jobs.extend(inbox.try_iter());
+                    for job in coalesce(jobs) {
+                        match job.run() {
+                            Ok(Some(synced)) => done(Ok(synced)),
+                            Ok(None) => {}
+                            Err(error) => return done(Err(error)),
+                        }
                     }
                 }
             })?;
@@ -74,12 +94,38 @@ impl LogSyncer {
 
     /// Syncs what Ready `number` (and every one before it) wrote.
     pub(crate) fn sync(&self, number: u64, pending: PendingSync) {
+        self.ask(Job::Sync {
+            through: number,
+            pending,
+        });
+    }
+
+    /// Removes segments once every sync asked before is done.
+    pub(crate) fn remove(&self, removal: SegmentRemoval) {
+        self.ask(Job::Remove(removal));
+    }
+
+    fn ask(&self, job: Job) {
         if let Some(requests) = &self.requests {
-            // Closed only after a failed sync, which the consensus thread
+            // Closed only after a failed job, which the consensus thread
             // hears of and stops on.
-            let _ = requests.send((number, pending));
+            let _ = requests.send(job);
         }
     }
+}
+
+/// Of consecutive syncs only the last runs: it covers the ones before it,
+/// which are of the same segment file or of an older one that rolling to
+/// the next already synced. A removal keeps its place.
+fn coalesce(jobs: Vec<Job>) -> Vec<Job> {
+    let mut kept: Vec<Job> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        if matches!(job, Job::Sync { .. }) && matches!(kept.last(), Some(Job::Sync { .. })) {
+            kept.pop();
+        }
+        kept.push(job);
+    }
+    kept
 }
 
 impl Drop for LogSyncer {
@@ -100,6 +146,8 @@ pub(crate) struct PersistQueue {
     waiting: VecDeque<Waiting>,
     /// Every Ready up to this number that wrote to the log is durable.
     synced_through: u64,
+    /// The newest Ready pushed.
+    newest: u64,
 }
 
 struct Waiting {
@@ -121,11 +169,17 @@ impl PersistQueue {
     /// Ready `number` was given back to raft; `needs_sync` if a sync of
     /// what it wrote was started. Readies come in increasing order.
     pub(crate) fn push(&mut self, number: u64, needs_sync: bool, messages: Vec<Message>) {
+        self.newest = number;
         self.waiting.push_back(Waiting {
             number,
             needs_sync,
             messages,
         });
+    }
+
+    /// The newest Ready given back to raft: a sync started now covers it.
+    pub(crate) fn newest(&self) -> u64 {
+        self.newest
     }
 
     /// Everything written up to Ready `through` is durable.
@@ -215,6 +269,35 @@ mod tests {
         queue.synced(2);
         queue.synced(1);
         assert_eq!(queue.take_persisted().map(|p| p.through), Some(2));
+    }
+
+    #[test]
+    fn only_the_last_of_consecutive_syncs_runs_and_a_removal_keeps_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = storage::Wal::open(dir.path(), storage::WalOptions::default()).unwrap();
+        let sync = |wal: &mut storage::Wal, through: u64| {
+            wal.append(&[(through, b"entry")]).unwrap();
+            Job::Sync {
+                through,
+                pending: wal.start_sync().unwrap().unwrap(),
+            }
+        };
+        let jobs = vec![
+            sync(&mut wal, 1),
+            sync(&mut wal, 2),
+            sync(&mut wal, 3),
+            Job::Remove(wal.detach_through(0).unwrap()),
+            sync(&mut wal, 4),
+            sync(&mut wal, 5),
+        ];
+        let kept: Vec<Option<u64>> = coalesce(jobs)
+            .iter()
+            .map(|job| match job {
+                Job::Sync { through, .. } => Some(*through),
+                Job::Remove(_) => None,
+            })
+            .collect();
+        assert_eq!(kept, vec![Some(3), None, Some(5)]);
     }
 
     #[test]

@@ -429,7 +429,16 @@ impl<W: Send + 'static> Driver<W> {
                 let _ = self.raw.step(message);
                 Ok(())
             }
-            Command::Compact { snapshot } => self.until_space(|log| log.compact(snapshot.clone())),
+            Command::Compact { snapshot } => {
+                let removal = self.until_space(|log| log.compact(snapshot.clone()))?;
+                if let Some(removal) = removal {
+                    // The hard state compaction wrote again must be durable
+                    // before the segments holding older copies go.
+                    self.start_sync(self.persisting.newest())?;
+                    self.syncer.remove(removal);
+                }
+                Ok(())
+            }
             Command::Stop => Err(Error::Stopped),
             Command::HandOff { avoid, reply } => {
                 self.start_hand_off(avoid, reply);

@@ -658,16 +658,31 @@ impl Wal {
     /// later one would qualify, so that records superseding others are never
     /// deleted before the ones they supersede.
     pub fn release_through(&mut self, index: u64) -> Result<(), StorageError> {
+        self.detach_through(index)?.finish()
+    }
+
+    /// [`Wal::release_through`], with the unlinking and directory syncs left
+    /// to [`SegmentRemoval::finish`], on any thread: the segments are no
+    /// longer part of this log (nor read through it) from now on, and stay
+    /// on disk until then (recovery reads them as records it already has).
+    pub fn detach_through(&mut self, index: u64) -> Result<SegmentRemoval, StorageError> {
         self.check_usable()?;
+        let mut paths = Vec::new();
         while let Some(front) = self.sealed.front() {
             if front.max_index.is_some_and(|m| m > index) {
                 break;
             }
-            let (seq, path) = (front.seq, front.path.clone());
-            self.remove_segment(seq, &path)?;
-            self.sealed.pop_front();
+            self.paths
+                .lock()
+                .expect("segment list poisoned")
+                .remove(&front.seq);
+            paths.extend(self.sealed.pop_front().map(|segment| segment.path));
         }
-        Ok(())
+        Ok(SegmentRemoval {
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+            paths,
+        })
     }
 
     /// Unlinks one segment and syncs the directory.
@@ -676,21 +691,7 @@ impl Wal {
             .lock()
             .expect("segment list poisoned")
             .remove(&seq);
-        match self.fs.remove_file(path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(source) => {
-                return Err(StorageError::Io {
-                    context: format!("removing WAL segment {}", path.display()),
-                    source,
-                })
-            }
-        }
-        self.fs.sync_dir(&self.dir).map_err(io_context(|| {
-            format!("syncing WAL directory {}", self.dir.display())
-        }))?;
-        debug!(file = %path.display(), "removed WAL segment");
-        Ok(())
+        remove_segment_file(self.fs.as_ref(), &self.dir, path)
     }
 
     /// Index (caller's index space) of the most recently appended record, or
@@ -729,6 +730,50 @@ impl Wal {
             });
         }
         Ok(())
+    }
+}
+
+/// Unlinks `path` and syncs `dir`, so the removal is durable before the
+/// next one: a crash never leaves a gap in the segments.
+fn remove_segment_file(fs: &dyn FileSystem, dir: &Path, path: &Path) -> Result<(), StorageError> {
+    match fs.remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(StorageError::Io {
+                context: format!("removing WAL segment {}", path.display()),
+                source,
+            })
+        }
+    }
+    fs.sync_dir(dir).map_err(io_context(|| {
+        format!("syncing WAL directory {}", dir.display())
+    }))?;
+    debug!(file = %path.display(), "removed WAL segment");
+    Ok(())
+}
+
+/// Segments detached by [`Wal::detach_through`], oldest first, still on disk.
+#[derive(Debug)]
+pub struct SegmentRemoval {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    paths: Vec<PathBuf>,
+}
+
+impl SegmentRemoval {
+    /// Removes the segments, oldest first, each removal durable before the
+    /// next.
+    pub fn finish(self) -> Result<(), StorageError> {
+        for path in &self.paths {
+            remove_segment_file(self.fs.as_ref(), &self.dir, path)?;
+        }
+        Ok(())
+    }
+
+    /// Nothing to remove.
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
     }
 }
 

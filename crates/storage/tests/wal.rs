@@ -178,6 +178,35 @@ fn segments_roll_and_release_through_deletes_whole_older_segments() {
 }
 
 #[test]
+fn detached_segments_stay_on_disk_until_removed_and_recovery_reads_them_meanwhile() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let opts = small(256);
+    let (mut wal, _) = Wal::open(tmp.path(), opts).expect("open");
+    append_all(&mut wal, 1..=20, 40);
+    assert_eq!(segments(tmp.path()).len(), 5);
+
+    let removal = wal.detach_through(8).expect("detach");
+    assert_eq!(wal.segment_count(), 3, "the log forgets them at once");
+    assert_eq!(
+        segments(tmp.path()).len(),
+        5,
+        "the files wait for the removal"
+    );
+    // A crash now: recovery finds every record, the detached ones too.
+    let (_, recovered) = Wal::open(tmp.path(), opts).expect("reopen");
+    assert_eq!(indices(&recovered), (1..=20).collect::<Vec<_>>());
+
+    std::thread::spawn(move || removal.finish())
+        .join()
+        .expect("the removing thread")
+        .expect("remove");
+    assert_eq!(segments(tmp.path()).len(), 3);
+    drop(wal);
+    let (_, recovered) = Wal::open(tmp.path(), opts).expect("reopen");
+    assert_eq!(indices(&recovered), (9..=20).collect::<Vec<_>>());
+}
+
+#[test]
 fn a_record_larger_than_a_segment_gets_its_own() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let opts = small(256);
