@@ -8,6 +8,8 @@
 //!   committed entries to the state machine.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
 //! - `hand_off`: choosing the follower a stopping leader hands over to.
+//! - `log_sync`: the log's fdatasync and trimming on a thread of their
+//!   own, and the Readies waiting for them.
 //! - `log_store`: raft's view of the log: each entry's term and WAL
 //!   location, the newest entries cached, older ones read back from disk.
 //! - `record`: how raft's entries and hard states are laid in WAL records.

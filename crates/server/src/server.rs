@@ -25,10 +25,15 @@ use crate::snapshot_schedule::SnapshotSchedule;
 use crate::stats::Stats;
 use crate::watch::WatchRegistry;
 
-/// One raft tick. Standalone never holds elections, so this only paces
-/// raft's internal timers.
-const RAFT_TICK: Duration = Duration::from_millis(100);
-/// Raft ticks without a leader before a follower campaigns (one second).
+/// One raft tick: the leader heartbeats every tick. Standalone never holds
+/// elections, so there this only paces raft's internal timers.
+const RAFT_TICK: Duration = Duration::from_millis(15);
+/// Raft ticks without a leader before a follower campaigns: 150-300 ms
+/// (raft randomizes it between one and two times this). Short enough to
+/// replace a crashed leader in about 0.2 s; long enough that on a disk shared
+/// by three saturated servers, whose syncs stall for most of a second, an
+/// election is rare, since syncs no longer hold the consensus thread up
+/// (docs/ARCHITECTURE.md, "Ensemble").
 const ELECTION_TICKS: usize = 10;
 /// How long a stopping server that handed leadership over waits to apply
 /// what was proposed through it: the new leader commits it within a few
