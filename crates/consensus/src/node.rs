@@ -39,7 +39,8 @@ use crate::status::{Role, Status};
 use crate::Error;
 
 /// Commands taken from the channel per turn of the loop: bounds the time a
-/// turn spends before it syncs, so latency stays flat under load.
+/// turn spends before it writes and hands out its sync, so latency stays
+/// flat under load.
 const COMMANDS_PER_TURN_MAX: usize = 4096;
 /// A proposal or read-index request not answered in this long is given up
 /// (its waiter dropped): its leader was lost, or the message was.
