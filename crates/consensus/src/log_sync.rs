@@ -301,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn the_syncer_reports_each_sync_and_coalesces_a_queue() {
+    fn the_syncer_reports_its_syncs_in_order_up_to_the_last_asked() {
         let dir = tempfile::tempdir().unwrap();
         let (mut wal, _) = storage::Wal::open(dir.path(), storage::WalOptions::default()).unwrap();
         let (reports, heard) = mpsc::channel();

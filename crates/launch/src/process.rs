@@ -95,13 +95,6 @@ impl Server {
         self.plan.dir.join("server.log")
     }
 
-    /// The last `lines` lines of the server's log, for an error message.
-    pub fn log_tail(&self, lines: usize) -> String {
-        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -141,7 +134,7 @@ impl Server {
                     "server {} exited while starting; the end of {}:\n{}",
                     self.plan.id,
                     self.log_path().display(),
-                    self.log_tail(LOG_LINES_ON_FAILURE)
+                    log_tail(&self.log_path(), LOG_LINES_ON_FAILURE)
                 );
             }
             if let Some(mode) = self.mode() {
@@ -330,6 +323,14 @@ fn signal(pid: u32, signal: libc::c_int) {
             libc::kill(pid, signal);
         }
     }
+}
+
+/// The last `lines` lines of a log file, for an error message; empty if it
+/// cannot be read.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let log = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = log.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }
 
 #[cfg(test)]

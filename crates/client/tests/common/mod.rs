@@ -305,9 +305,7 @@ impl Server {
     }
 
     fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(40)..].join("\n")
+        launch::log_tail(&self.log_path(), 40)
     }
 }
 
