@@ -134,3 +134,14 @@ def test_serve_flags_with_jaas_file(tmp_path):
     finally:
         stop(proc)
         log.close()
+
+
+@pytest.mark.paddock_only("ZooKeeper silently keeps unknown keys as system properties")
+def test_an_unsupported_zoo_cfg_key_is_named_at_start_up(server_factory):
+    server = server_factory({"skipACL": "yes", "some.unknown.key": "1"})
+    log = server.log_path.read_text(errors="replace")
+    warning = next((line for line in log.splitlines()
+                    if "zoo.cfg keys Paddock does not support" in line), None)
+    assert warning is not None, log
+    assert "skipACL" in warning and "some.unknown.key" in warning, warning
+    assert "WARN" in warning, warning

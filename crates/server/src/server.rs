@@ -101,7 +101,10 @@ pub async fn run(
         tracing::warn!("{warning}");
     }
     if !config.ignored_keys.is_empty() {
-        tracing::info!(keys = ?config.ignored_keys, "configuration keys this server does not use");
+        tracing::warn!(
+            "zoo.cfg keys Paddock does not support, which have no effect: {} (remove them to silence this warning)",
+            config.ignored_keys.join(", ")
+        );
     }
     let ensemble = Ensemble::from_config(&config)?;
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
