@@ -26,6 +26,9 @@ pub(crate) struct DurableLog {
     latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
     /// Reused encoding buffer, so persisting a batch allocates nothing new.
     scratch: Vec<u8>,
+    /// Whether recovery found a hard state: without one, the votes this
+    /// server cast before (if any) are lost.
+    found_hard_state: bool,
 }
 
 impl DurableLog {
@@ -51,6 +54,7 @@ impl DurableLog {
 
         let mut entries: Vec<(Entry, RecordLocation)> = Vec::new();
         let mut hard_state = HardState::default();
+        let mut found_hard_state = false;
         // Entries start after the newest snapshot the state machine holds.
         let mut snapshot_index = snapshot_index;
         for rec in records {
@@ -60,7 +64,10 @@ impl DurableLog {
                 reason,
             })?;
             match decoded {
-                LogRecord::HardState(hs) => hard_state = hs,
+                LogRecord::HardState(hs) => {
+                    hard_state = hs;
+                    found_hard_state = true;
+                }
                 // What came before a received snapshot is superseded by it;
                 // the snapshot itself is the one we were given.
                 LogRecord::SnapshotMark { index } => {
@@ -101,7 +108,18 @@ impl DurableLog {
             log,
             latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),
             scratch: Vec::new(),
+            found_hard_state,
         })
+    }
+
+    /// Whether the log held a hard state (term and vote) when opened.
+    pub(crate) fn found_hard_state(&self) -> bool {
+        self.found_hard_state
+    }
+
+    /// The term of the hard state written last (synced or not).
+    pub(crate) fn hard_state_term(&self) -> u64 {
+        self.log.hard_state().term
     }
 
     /// Installs a snapshot received from the leader (already durable in the

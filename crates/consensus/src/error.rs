@@ -18,6 +18,11 @@ pub enum Error {
         expected_after: u64,
         found: u64,
     },
+    #[error("the vote fence marker in {dir} cannot be written or removed: {source}; check the directory's permissions and free space")]
+    Fence {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("snapshot header is damaged: {0}")]
     BadSnapshotHeader(String),
     #[error("raft: {0}")]

@@ -7,6 +7,8 @@
 //!   `RawNode`, sends its messages through a [`Network`] and hands
 //!   committed entries to the state machine.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
+//! - `fence`: a voter that lost its raft state votes again only in terms
+//!   where it cannot have voted before.
 //! - `hand_off`: choosing the follower a stopping leader hands over to.
 //! - `log_sync`: the log's fdatasync and trimming on a thread of their
 //!   own, and the Readies waiting for them.
@@ -23,6 +25,7 @@
 
 mod durable;
 mod error;
+mod fence;
 mod hand_off;
 mod log_store;
 mod log_sync;
@@ -33,6 +36,7 @@ mod status;
 mod transport;
 
 pub use error::Error;
+pub use fence::Control;
 pub use hand_off::HandOff;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,

@@ -32,6 +32,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::durable::{DurableLog, RaftStore};
+use crate::fence::{Control, Fence};
 use crate::hand_off::{self, Follower, HandOff};
 use crate::log_sync::{LogSyncer, PersistQueue, Synced};
 use crate::snapshot::SnapshotMeta;
@@ -54,6 +55,10 @@ const NO_SPACE_RETRY: Duration = Duration::from_millis(500);
 pub trait Network: Send + Sync + 'static {
     fn send(&self, messages: Vec<Message>) -> Vec<u64>;
 
+    /// Sends a message of the consensus layer itself; false if it was
+    /// dropped (it is repeated while it matters).
+    fn send_control(&self, to: u64, control: Control) -> bool;
+
     /// Sends a snapshot: the bytes of the snapshot file the message names,
     /// then the message itself. `done` is told whether it was sent, so raft
     /// knows to resume replication or to try again.
@@ -73,6 +78,10 @@ impl Network for NoPeers {
     fn send(&self, messages: Vec<Message>) -> Vec<u64> {
         debug_assert!(messages.is_empty(), "a one-voter group sends no messages");
         Vec::new()
+    }
+
+    fn send_control(&self, _to: u64, _control: Control) -> bool {
+        false
     }
 }
 
@@ -130,6 +139,10 @@ enum Command<W> {
         callback: ReadIndexCallback,
     },
     Step(Message),
+    Control {
+        from: u64,
+        control: Control,
+    },
     Compact {
         snapshot: SnapshotMeta,
     },
@@ -178,6 +191,23 @@ impl<W: Send + 'static> Consensus<W> {
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
         let log = DurableLog::open(&config.log_dir, &config.voters, &config.learners, snapshot)?;
+        let fence = Fence::open(
+            &config.log_dir,
+            config.id,
+            &config.voters,
+            !log.found_hard_state(),
+        )
+        .map_err(|source| Error::Fence {
+            dir: config.log_dir.clone(),
+            source,
+        })?;
+        if fence.is_some() {
+            tracing::warn!(
+                "server {} has no raft state in {} (a new group, or a data directory wiped or lost): it votes only once it knows a term it cannot have voted in before, asking the other voters for theirs",
+                config.id,
+                config.log_dir.display()
+            );
+        }
         let raft_config = raft::Config {
             id: config.id,
             election_tick: config.election_ticks,
@@ -223,6 +253,7 @@ impl<W: Send + 'static> Consensus<W> {
             sync_warning: config.sync_warning,
             deferred: Vec::new(),
             hand_off: None,
+            fence,
             persisting: PersistQueue::default(),
             syncer,
         };
@@ -289,6 +320,11 @@ impl<W: Send + 'static> Consensus<W> {
         self.send(Command::Step(message))
     }
 
+    /// Hands a control message from server `from` to the consensus layer.
+    pub fn control(&self, from: u64, control: Control) -> Result<(), Error> {
+        self.send(Command::Control { from, control })
+    }
+
     /// Tells the log that `snapshot` is durable: what it covers may be
     /// forgotten, and followers behind it may be sent it.
     pub fn compact(&self, snapshot: SnapshotMeta) -> Result<(), Error> {
@@ -335,6 +371,8 @@ struct Driver<W> {
     deferred: Vec<Command<W>>,
     /// A hand-off of leadership under way, answered once it ends.
     hand_off: Option<HandingOff>,
+    /// While this voter may not vote: it lost its raft state (`fence`).
+    fence: Option<Fence>,
     /// Readies given back to raft and not yet durable.
     persisting: PersistQueue,
     /// Declared last: dropping it waits for the sync under way.
@@ -379,8 +417,10 @@ impl<W: Send + 'static> Driver<W> {
                     next_tick = now + self.tick;
                 }
                 self.give_up_stale_requests();
+                self.ask_for_terms();
             }
             self.handle_ready()?;
+            self.lift_fence_once_passed()?;
             self.check_hand_off();
             for command in std::mem::take(&mut self.deferred) {
                 self.handle(command)?;
@@ -427,7 +467,14 @@ impl<W: Send + 'static> Driver<W> {
                     let last = self.raw.raft.raft_log.last_index();
                     message.commit = message.commit.min(last);
                 }
+                if self.fenced_from(&message) {
+                    return Ok(());
+                }
                 let _ = self.raw.step(message);
+                Ok(())
+            }
+            Command::Control { from, control } => {
+                self.control(from, control);
                 Ok(())
             }
             Command::Compact { snapshot } => {
@@ -664,9 +711,85 @@ impl<W: Send + 'static> Driver<W> {
                 }),
             );
         }
+        let others = others
+            .into_iter()
+            .filter(|message| !self.fenced_from(message))
+            .collect();
         for peer in self.network.send(others) {
             self.raw.report_unreachable(peer);
         }
+    }
+
+    /// Whether `message` is a vote request the fence holds back: asked of
+    /// this server, or asked by it (a candidate votes for itself).
+    fn fenced_from(&self, message: &Message) -> bool {
+        let Some(fence) = &self.fence else {
+            return false;
+        };
+        let held = message.get_msg_type() == MessageType::MsgRequestVote
+            && !fence.allows_vote(message.term);
+        if held {
+            tracing::debug!(
+                "a vote request for term {} held back: this server lost its raft state and knows no floor above it yet ({:?})",
+                message.term,
+                fence.floor()
+            );
+        }
+        held
+    }
+
+    fn control(&mut self, from: u64, control: Control) {
+        match control {
+            Control::TermQuery => {
+                let term = self.raw.raft.term;
+                self.network
+                    .send_control(from, Control::TermAnswer { term });
+            }
+            Control::TermAnswer { term } => {
+                let Some(fence) = &mut self.fence else {
+                    return;
+                };
+                if let Some(floor) = fence.answered(from, term) {
+                    tracing::info!(
+                        "a majority of the other voters answered: this server votes again from term {}",
+                        floor + 1
+                    );
+                }
+            }
+        }
+    }
+
+    /// A fenced voter asks the voters that have not answered for their term.
+    fn ask_for_terms(&mut self) {
+        let Some(fence) = &self.fence else {
+            return;
+        };
+        for peer in fence.to_ask() {
+            self.network.send_control(peer, Control::TermQuery);
+        }
+    }
+
+    /// Lifts the fence once this server's term passed its floor and that
+    /// term is durable: raft votes neither below its term nor twice in it.
+    fn lift_fence_once_passed(&mut self) -> Result<(), Error> {
+        let passed = self
+            .fence
+            .as_ref()
+            .is_some_and(|fence| fence.passed_by(self.log.hard_state_term()));
+        if !passed {
+            return Ok(());
+        }
+        self.log.sync()?;
+        let fence = self.fence.take().expect("checked above");
+        fence.lift().map_err(|source| Error::Fence {
+            dir: self.log.dir().to_path_buf(),
+            source,
+        })?;
+        tracing::info!(
+            "the vote fence is lifted: term {} is durable",
+            self.log.hard_state_term()
+        );
+        Ok(())
     }
 
     fn answer_read(&mut self, context: &[u8], index: Option<u64>) {
@@ -792,7 +915,7 @@ impl<W: Send + 'static> Driver<W> {
             };
             match command {
                 Command::Stop => return Err(Error::Stopped),
-                Command::Propose { .. } | Command::Step(_) => {}
+                Command::Propose { .. } | Command::Step(_) | Command::Control { .. } => {}
                 Command::ReadIndex { callback } => callback(None),
                 Command::HandOff { reply, .. } => {
                     let _ = reply.send(HandOff::DiskFull);
@@ -954,26 +1077,54 @@ mod tests {
     }
 
     /// Delivers messages between in-process nodes; a cut node neither
-    /// sends nor receives.
+    /// sends nor receives. Every vote granted is recorded, as (voter,
+    /// term, candidate).
     #[derive(Default)]
     struct Wires {
         nodes: std::sync::Mutex<HashMap<u64, Consensus<u32>>>,
         cut: std::sync::Mutex<Option<u64>>,
+        votes: std::sync::Mutex<Vec<(u64, u64, u64)>>,
     }
 
-    impl Network for Wires {
+    impl Wires {
+        fn is_cut(&self, id: u64) -> bool {
+            *self.cut.lock().unwrap() == Some(id)
+        }
+    }
+
+    /// One node's end of the wires.
+    struct Port {
+        id: u64,
+        wires: Arc<Wires>,
+    }
+
+    impl Network for Port {
         fn send(&self, messages: Vec<Message>) -> Vec<u64> {
-            let cut = *self.cut.lock().unwrap();
-            let nodes = self.nodes.lock().unwrap();
+            let nodes = self.wires.nodes.lock().unwrap();
             for message in messages {
-                if Some(message.to) == cut || Some(message.from) == cut {
+                if self.wires.is_cut(message.to) || self.wires.is_cut(message.from) {
                     continue;
+                }
+                if message.get_msg_type() == MessageType::MsgRequestVoteResponse && !message.reject
+                {
+                    let vote = (message.from, message.term, message.to);
+                    self.wires.votes.lock().unwrap().push(vote);
                 }
                 if let Some(node) = nodes.get(&message.to) {
                     let _ = node.step(message);
                 }
             }
             Vec::new()
+        }
+
+        fn send_control(&self, to: u64, control: Control) -> bool {
+            if self.wires.is_cut(to) || self.wires.is_cut(self.id) {
+                return false;
+            }
+            let nodes = self.wires.nodes.lock().unwrap();
+            nodes
+                .get(&to)
+                .is_some_and(|node| node.control(self.id, control).is_ok())
         }
     }
 
@@ -984,17 +1135,26 @@ mod tests {
         let mut receivers = Vec::new();
         for (i, dir) in dirs.iter().enumerate() {
             let id = i as u64 + 1;
-            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-            let config = Config {
-                id,
-                voters: vec![1, 2, 3],
-                ..config(dir.path())
-            };
-            let node = Consensus::start(config, None, tx, wires.clone()).unwrap();
-            wires.nodes.lock().unwrap().insert(id, node);
-            receivers.push(rx);
+            receivers.push(start_member(&wires, id, dir.path()));
         }
         (wires, receivers)
+    }
+
+    /// Starts server `id` of the group of three on `wires`.
+    fn start_member(wires: &Arc<Wires>, id: u64, dir: &std::path::Path) -> Receiver {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let config = Config {
+            id,
+            voters: vec![1, 2, 3],
+            ..config(dir)
+        };
+        let port = Arc::new(Port {
+            id,
+            wires: wires.clone(),
+        });
+        let node = Consensus::start(config, None, tx, port).unwrap();
+        wires.nodes.lock().unwrap().insert(id, node);
+        rx
     }
 
     fn leader(wires: &Wires) -> u64 {
@@ -1065,6 +1225,75 @@ mod tests {
         let entries = collect(&mut survivor, 1);
         assert_eq!(entries[0].1, b"after".to_vec());
         assert_eq!(entries[0].2, Some(7));
+    }
+
+    #[test]
+    fn a_voter_that_lost_its_state_never_votes_twice_in_a_term() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let leader_id = leader(&wires);
+        wires.nodes.lock().unwrap()[&leader_id]
+            .propose(b"before".to_vec(), 1)
+            .unwrap();
+        for rx in &mut receivers {
+            collect(rx, 1);
+        }
+        // A voter that helped elect the leader loses its disk and comes
+        // back with its old id, while the leader is cut off.
+        let (voter, term, _) = *wires
+            .votes
+            .lock()
+            .unwrap()
+            .iter()
+            .rfind(|(_, _, candidate)| *candidate == leader_id)
+            .expect("someone voted for the leader");
+        let third = (1..=3).find(|&id| id != voter && id != leader_id).unwrap();
+        let node = wires.nodes.lock().unwrap().remove(&voter).unwrap();
+        node.shutdown();
+        let dir = dirs[voter as usize - 1].path();
+        for file in std::fs::read_dir(dir).unwrap() {
+            std::fs::remove_file(file.unwrap().path()).unwrap();
+        }
+        *wires.cut.lock().unwrap() = Some(leader_id);
+        let _rx = start_member(&wires, voter, dir);
+        assert!(
+            dir.join("vote-fence").exists(),
+            "fenced before it takes part"
+        );
+
+        // The third server asks for a vote in the very term the lost vote
+        // was cast in: without the fence, an empty log would grant it.
+        let mut request = Message::default();
+        request.set_msg_type(MessageType::MsgRequestVote);
+        request.from = third;
+        request.to = voter;
+        request.term = term;
+        wires.nodes.lock().unwrap()[&voter].step(request).unwrap();
+        thread::sleep(Duration::from_millis(300));
+
+        *wires.cut.lock().unwrap() = None;
+        leader(&wires);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while dir.join("vote-fence").exists() {
+            // The fence lifts at the first election above the floor.
+            assert!(Instant::now() < deadline, "the fence was never lifted");
+            if let Some(node) = wires.nodes.lock().unwrap().get(&third) {
+                let mut timeout = Message::default();
+                timeout.set_msg_type(MessageType::MsgTimeoutNow);
+                timeout.to = third;
+                let _ = node.step(timeout);
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let votes = wires.votes.lock().unwrap();
+        for (i, (voter, term, candidate)) in votes.iter().enumerate() {
+            assert!(
+                votes[..i]
+                    .iter()
+                    .all(|(v, t, c)| (v, t) != (voter, term) || c == candidate),
+                "server {voter} voted for {candidate} in term {term} after voting otherwise: {votes:?}"
+            );
+        }
     }
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {

@@ -19,7 +19,8 @@
 //!   own hello (which the connector checks the same way) or closes.
 //! - Then frames, connector to listener only: `u32` length of what follows,
 //!   `u8` kind, body. Kind 1: a raft `Message` in protobuf; kind 2: an
-//!   application payload, opaque here.
+//!   application payload, opaque here; kind 3: a [`Control`] message of
+//!   the consensus layer itself (`u8` tag, then its fields).
 //!
 //! Concurrency constraints, and how they are met:
 //! 1. What one peer sends arrives in the order it was sent: one queue, one
@@ -55,6 +56,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use crate::fence::Control;
+
 /// Default for [`TransportConfig::frame_bytes_max`]: room for a raft
 /// message carrying a large batch of entries or a snapshot.
 pub const FRAME_BYTES_MAX_DEFAULT: usize = 64 << 20;
@@ -72,6 +75,12 @@ const LENGTH_BYTES: usize = 4;
 const FRAME_HEADER_BYTES: usize = LENGTH_BYTES + 1;
 const KIND_RAFT: u8 = 1;
 const KIND_APP: u8 = 2;
+const KIND_CONTROL: u8 = 3;
+/// Tags of the control messages, and their body sizes (tag included).
+const CONTROL_TERM_QUERY: u8 = 1;
+const CONTROL_TERM_ANSWER: u8 = 2;
+const CONTROL_TERM_QUERY_BYTES: usize = 1;
+const CONTROL_TERM_ANSWER_BYTES: usize = 1 + 8;
 
 /// A writer stops taking from its queue once a batch holds this much, so
 /// one `write_all` stays bounded (a single larger frame still goes alone).
@@ -109,6 +118,8 @@ pub enum Inbound {
     /// buffer, not a copy: copy it before keeping it for long, or it keeps
     /// that whole buffer alive.
     App { from: u64, payload: Bytes },
+    /// A message of the consensus layer from peer `from`.
+    Control { from: u64, control: Control },
 }
 
 /// Where this server listens and who its peers are. Every server of the
@@ -229,6 +240,7 @@ impl fmt::Debug for Transport {
 enum Outbound {
     Raft(Message),
     App(Bytes),
+    Control(Control),
 }
 
 impl Transport {
@@ -347,6 +359,12 @@ impl Transport {
         self.queue(to, Outbound::App(payload))
     }
 
+    /// Queues a control message for one peer; false if it was dropped
+    /// (unknown or unconnected peer, full queue).
+    pub fn send_control(&self, to: u64, control: Control) -> bool {
+        self.queue(to, Outbound::Control(control))
+    }
+
     fn queue(&self, to: u64, item: Outbound) -> bool {
         let Some(peer) = self.inner.peers.get(&to) else {
             return false;
@@ -420,6 +438,8 @@ enum PeerError {
     Oversized { len: u64, max: usize },
     #[error("unknown frame kind {0}")]
     UnknownKind(u8),
+    #[error("a control message of {len} bytes with tag {tag} is not one this server knows")]
+    BadControl { tag: u8, len: usize },
     #[error("undecodable raft message: {0}")]
     Undecodable(protobuf::ProtobufError),
     #[error("a raft message claims to come from {claimed} on the connection of peer {peer}")]
@@ -534,6 +554,10 @@ fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
             out[start + LENGTH_BYTES] = KIND_APP;
             out.extend_from_slice(payload);
         }
+        Outbound::Control(control) => {
+            out[start + LENGTH_BYTES] = KIND_CONTROL;
+            encode_control(*control, out);
+        }
     }
     // Sizes were checked against frame_bytes_max (≤ u32::MAX) when queued.
     let Ok(length) = u32::try_from(out.len() - start - LENGTH_BYTES) else {
@@ -542,6 +566,34 @@ fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
     };
     out[start..start + LENGTH_BYTES].copy_from_slice(&length.to_be_bytes());
     Ok(())
+}
+
+fn encode_control(control: Control, out: &mut Vec<u8>) {
+    match control {
+        Control::TermQuery => out.push(CONTROL_TERM_QUERY),
+        Control::TermAnswer { term } => {
+            out.push(CONTROL_TERM_ANSWER);
+            out.extend_from_slice(&term.to_be_bytes());
+        }
+    }
+}
+
+fn decode_control(body: &[u8]) -> Result<Control, PeerError> {
+    let bad = || PeerError::BadControl {
+        tag: body.first().copied().unwrap_or(0),
+        len: body.len(),
+    };
+    match (body.first().copied(), body.len()) {
+        (Some(CONTROL_TERM_QUERY), CONTROL_TERM_QUERY_BYTES) => Ok(Control::TermQuery),
+        (Some(CONTROL_TERM_ANSWER), CONTROL_TERM_ANSWER_BYTES) => {
+            let term = body[1..]
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| bad())?;
+            Ok(Control::TermAnswer { term })
+        }
+        _ => Err(bad()),
+    }
 }
 
 /// Capped exponential backoff with jitter, so servers restarted together
@@ -933,6 +985,10 @@ impl Acceptor {
                 from: peer,
                 payload: body,
             }),
+            KIND_CONTROL => Ok(Inbound::Control {
+                from: peer,
+                control: decode_control(&body)?,
+            }),
             other => Err(PeerError::UnknownKind(other)),
         }
     }
@@ -1081,7 +1137,7 @@ mod tests {
             .expect("the transport stopped")
     }
 
-    /// What a test compares: (sender, raft index or app payload).
+    /// What a test compares: (sender, raft index, app payload or control).
     fn summary(item: &Inbound) -> (u64, String) {
         match item {
             Inbound::Raft(m) => {
@@ -1089,11 +1145,12 @@ mod tests {
                 (m.from, format!("raft {}", m.index))
             }
             Inbound::App { from, payload } => (*from, String::from_utf8(payload.to_vec()).unwrap()),
+            Inbound::Control { from, control } => (*from, format!("{control:?}")),
         }
     }
 
-    /// Sends `count` items alternating raft and app from `from` to `to`,
-    /// returning what the receiver should see.
+    /// Sends `count` items mixing raft, app and control from `from` to
+    /// `to`, returning what the receiver should see.
     fn send_mixed(transport: &Transport, from: u64, to: u64, count: u64) -> Vec<(u64, String)> {
         let mut expected = Vec::new();
         for i in 0..count {
@@ -1101,6 +1158,14 @@ mod tests {
                 let payload = format!("app {i}");
                 assert!(transport.send_app(to, Bytes::from(payload.clone())));
                 expected.push((from, payload));
+            } else if i % 5 == 4 {
+                let control = if i % 2 == 0 {
+                    Control::TermQuery
+                } else {
+                    Control::TermAnswer { term: i << 40 }
+                };
+                assert!(transport.send_control(to, control));
+                expected.push((from, format!("{control:?}")));
             } else {
                 assert_eq!(
                     transport.send_raft(vec![append(from, to, i)]),
@@ -1369,11 +1434,16 @@ mod tests {
             assert_closed(&mut relay).await;
             traffic_flows!();
 
-            // An unknown kind, an undecodable body, an empty frame, a frame
-            // cut short.
+            // An unknown kind, an undecodable body, control messages of an
+            // unknown tag or the wrong size, an empty frame, a frame cut
+            // short.
             let bad_frames = [
                 raw_frame(7, b"what"),
                 raw_frame(KIND_RAFT, &[0xFF; 16]),
+                raw_frame(KIND_CONTROL, &[9]),
+                raw_frame(KIND_CONTROL, &[CONTROL_TERM_QUERY, 0]),
+                raw_frame(KIND_CONTROL, &[CONTROL_TERM_ANSWER, 0, 0, 0, 0]),
+                raw_frame(KIND_CONTROL, &[]),
                 0u32.to_be_bytes().to_vec(),
                 raw_frame(KIND_APP, b"cut short")[..8].to_vec(),
             ];

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use consensus::{Message, Network, SnapshotSent, Snapshots, Transport};
+use consensus::{Control, Message, Network, SnapshotSent, Snapshots, Transport};
 
 use crate::config::{ConfigError, ServerConfig};
 
@@ -127,6 +127,12 @@ impl Network for PeerNetwork {
                 }
             }
         });
+    }
+
+    fn send_control(&self, to: u64, control: Control) -> bool {
+        self.transport
+            .get()
+            .is_some_and(|transport| transport.send_control(to, control))
     }
 
     fn send(&self, messages: Vec<Message>) -> Vec<u64> {

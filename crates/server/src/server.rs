@@ -352,6 +352,9 @@ async fn start_peer_transport(
             Inbound::App { from, payload } => {
                 let _ = inbound_tx.send(PeerInbound::Note { from, payload });
             }
+            Inbound::Control { from, control } => {
+                let _ = consensus.control(from, control);
+            }
         },
     )
     .await
