@@ -288,6 +288,53 @@ def test_follower_restarted_with_wiped_data_catches_up(make_ensemble, snap_count
     assert restored == (way == "snapshot"), f"{victim.name} caught up by {way}?"
 
 
+@pytest.mark.timeout(120)
+def test_a_wiped_voter_votes_again_only_above_the_terms_it_was_told(make_ensemble):
+    """A voter restarted empty with its old id has forgotten its votes: it
+    is fenced until the other voters told it their terms, votes only above
+    them, and the fence is lifted once it holds a higher term durably."""
+    ens = make_ensemble()
+    root = "/fenced"
+    leader = ens.leader()
+    c = ens.client(leader)
+    c.create(root, b"")
+    before = [c.create(f"{root}/before-{i}", b"b") for i in range(20)]
+    victim = [m for m in ens.voters if m is not leader][-1]
+    victim.kill()
+    victim.wipe()
+    victim.restart(timeout=30)
+
+    def log():
+        # since the wipe: every server of a new group starts fenced too
+        text = victim.log_path.read_text(errors="replace")
+        return text.rsplit("data dir wiped", 1)[1]
+
+    assert "has no raft state" in log()
+    wait_for(lambda: "a majority of the other voters answered" in log(), 10,
+             what=f"{victim.name} to learn the other voters' terms")
+    assert "vote fence is lifted" not in log(), "no election happened above the floor yet"
+    assert (victim.data_dir / "version-paddock").is_dir()
+    fence_files = list(victim.data_dir.rglob("vote-fence"))
+    assert len(fence_files) == 1, fence_files
+
+    # The old leader goes: the election that follows is above the floor,
+    # so the wiped server may take part, and its fence is lifted.
+    leader.kill()
+    new_leader = ens.leader(exclude=[leader])
+    wait_for(lambda: "vote fence is lifted" in log(), 10,
+             what=f"{victim.name} to lift its fence")
+    assert not fence_files[0].exists()
+    c = ens.client(new_leader)
+    after = c.create(f"{root}/after", b"a")
+    leader.restart(timeout=30)
+    wait_for(lambda: victim.zxid() == ens.leader().zxid(), 15,
+             what=f"{victim.name} to reach the leader's zxid")
+    tree = ens.snapshot_tree(victim)
+    missing = sorted(set(before + [after]) - set(tree))
+    assert not missing, f"{victim.name} lacks {missing}"
+    ens.assert_trees_identical()
+
+
 # ---------------------------------------------------------------- minority
 
 def _submit_create(raw, path):

@@ -28,6 +28,12 @@ pub enum Scenario {
     PartitionMinority,
     /// Kill a follower, wipe its data directory, restart it empty.
     WipeFollower,
+    /// Kill any voter, the leader included, wipe it and restart it empty at
+    /// once, so it is asked to vote in the election that follows; half of
+    /// the time another server goes down meanwhile, which makes the wiped
+    /// one the leader's last voter (it must still not vote in a term it
+    /// may have voted in before).
+    WipeVoter,
     /// Every fsync of one server takes 50-800 ms longer, then full speed.
     SlowDisk,
     /// One server's wall clock jumps (either way, a minute to a day) and
@@ -38,7 +44,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 10] = [
+    pub const ALL: [Scenario; 11] = [
         Scenario::KillLeader,
         Scenario::KillFollower,
         Scenario::PauseLeader,
@@ -46,6 +52,7 @@ impl Scenario {
         Scenario::PartitionLeader,
         Scenario::PartitionMinority,
         Scenario::WipeFollower,
+        Scenario::WipeVoter,
         Scenario::SlowDisk,
         Scenario::ClockJump,
         Scenario::Mixed,
@@ -60,6 +67,7 @@ impl Scenario {
             Scenario::PartitionLeader => "partition-leader",
             Scenario::PartitionMinority => "partition-minority",
             Scenario::WipeFollower => "wipe-follower",
+            Scenario::WipeVoter => "wipe-voter",
             Scenario::SlowDisk => "slow-disk",
             Scenario::ClockJump => "clock-jump",
             Scenario::Mixed => "mixed",
@@ -114,7 +122,9 @@ pub fn nemesis(
             .collect();
         let victim = match fault {
             Scenario::KillLeader | Scenario::PauseLeader | Scenario::PartitionLeader => leader,
-            Scenario::SlowDisk | Scenario::ClockJump => rng.gen_range(0..cluster.servers().len()),
+            Scenario::SlowDisk | Scenario::ClockJump | Scenario::WipeVoter => {
+                rng.gen_range(0..cluster.servers().len())
+            }
             _ => match followers.choose(&mut rng) {
                 Some(&f) => f,
                 None => continue,
@@ -131,6 +141,32 @@ pub fn nemesis(
                 }
                 sleep_unless_stopped(stop, hold);
                 cluster.server(victim).restart()?;
+            }
+            Scenario::WipeVoter => {
+                cluster.server(victim).kill();
+                cluster.server(victim).wipe()?;
+                cluster.server(victim).restart()?;
+                let others: Vec<usize> = (0..cluster.servers().len())
+                    .filter(|&i| {
+                        i != victim
+                            && matches!(
+                                cluster.servers()[i].mode(),
+                                Some(Mode::Leader | Mode::Follower)
+                            )
+                    })
+                    .collect();
+                let second = others
+                    .choose(&mut rng)
+                    .copied()
+                    .filter(|_| rng.gen_bool(0.5));
+                if let Some(second) = second {
+                    what += &format!(" with server.{} down", cluster.servers()[second].id());
+                    cluster.server(second).kill();
+                }
+                sleep_unless_stopped(stop, hold);
+                if let Some(second) = second {
+                    cluster.server(second).restart()?;
+                }
             }
             Scenario::PauseLeader | Scenario::PauseFollower => {
                 cluster.server(victim).pause();
