@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from zkharness import paddock_bin
+from zkharness import KIND, paddock_bin
 
 TINY = {
     "mix": ["--sessions", "2", "--outstanding", "2", "--znodes", "20",
@@ -109,6 +109,32 @@ def test_rebalance_finishes_the_plan_exactly_once_after_a_kill(server, tmp_path)
     assert rows["map change to every client"]["count"] == 4
     assert rows["routing"]["requests"] > 0
     assert rows["routing"]["errors"] == 0
+
+
+@pytest.mark.timeout(180)
+def test_rolling_restart_keeps_every_session_and_write(tmp_path):
+    """Three servers of the kind under test, each stopped with SIGTERM and
+    restarted in turn, the leader last, under writes. The run itself fails
+    if an acknowledged write is lost."""
+    out = tmp_path / "rolling.json"
+    run = bench("rolling-restart", "--start", KIND, "--servers", "3",
+                "--data-dir", str(tmp_path / "data"), "--json", str(out),
+                "--writers", "3", "--settle", "0.5", timeout=170)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("(follower) restarted") == 2, run.stderr
+    assert run.stderr.count("(leader) restarted") == 1, run.stderr
+    rows = {r["label"]: r["metrics"] for r in json.loads(out.read_text())["rows"]}
+    assert len(rows) == 4, rows
+    whole = rows["all restarts"]
+    assert whole["sessions_expired"] == 0, whole
+    assert whole["other_errors"] == 0, whole
+    assert whole["acknowledged_writes"] > 0, whole
+
+
+def test_rolling_restart_needs_servers_it_started(server):
+    run = bench("rolling-restart", "--target", server.hosts)
+    assert run.returncode != 0
+    assert "--start" in run.stderr
 
 
 def test_failover_needs_a_leader_to_kill(server):

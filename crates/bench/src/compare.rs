@@ -13,7 +13,8 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
 use crate::workloads::{
-    barrier, crud, failover, latency, mix, rate, rebalance, statesize, treesize, watch, Job,
+    barrier, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize, treesize,
+    watch, Job,
 };
 
 #[derive(clap::Args, Clone, Debug)]
@@ -133,6 +134,10 @@ fn plan(quick: bool) -> Vec<Planned> {
         leader_pid: None,
         stop: failover::Stop::Kill,
     });
+    let rolling_restart = Job::RollingRestart(rolling_restart::RollingRestartArgs {
+        writers: 8,
+        settle: q(1, 2) as f64,
+    });
     let rebalance = Job::Rebalance(rebalance::RebalanceArgs {
         clients: q(200, 1000),
         storage_nodes: 4,
@@ -174,8 +179,12 @@ fn plan(quick: bool) -> Vec<Planned> {
         planned(3, barrier),
         planned(3, watch),
         planned(3, failover),
+        planned(3, rolling_restart.clone()),
         planned(3, rebalance),
     ]);
+    if !quick {
+        runs.push(planned(5, rolling_restart));
+    }
     runs
 }
 
@@ -184,7 +193,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rebalance, rate");
+            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rolling-restart, rebalance, rate");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

@@ -30,7 +30,8 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, crud, failover, latency, mix, rate, rebalance, statesize, treesize, watch, Job,
+    barrier, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize, treesize,
+    watch, Job,
 };
 
 #[derive(clap::Args)]
@@ -114,6 +115,14 @@ enum BenchCommand {
         #[command(flatten)]
         args: failover::FailoverArgs,
     },
+    /// Every server of an ensemble restarted in turn under writes: gaps,
+    /// errors, sessions kept, nothing acknowledged lost.
+    RollingRestart {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: rolling_restart::RollingRestartArgs,
+    },
     /// A Voldemort-style store's metadata: clients routing by a watched
     /// partition map while an elected rebalancer moves partitions.
     Rebalance {
@@ -143,6 +152,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Treesize { common, args } => (common, Job::TreeSize(args)),
         BenchCommand::Statesize { common, args } => (common, Job::StateSize(args)),
         BenchCommand::Failover { common, args } => (common, Job::Failover(args)),
+        BenchCommand::RollingRestart { common, args } => (common, Job::RollingRestart(args)),
         BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),
     };
     let measurement = measure_one(&job, &common.target)?;

@@ -8,6 +8,7 @@ pub mod latency;
 pub mod mix;
 pub mod rate;
 pub mod rebalance;
+pub mod rolling_restart;
 pub mod statesize;
 pub mod treesize;
 pub mod watch;
@@ -26,6 +27,7 @@ pub enum Job {
     TreeSize(treesize::TreeSizeArgs),
     StateSize(statesize::StateSizeArgs),
     Failover(failover::FailoverArgs),
+    RollingRestart(rolling_restart::RollingRestartArgs),
     Rebalance(rebalance::RebalanceArgs),
     Rate(rate::RateArgs),
 }
@@ -41,6 +43,7 @@ impl Job {
             Job::TreeSize(_) => "treesize",
             Job::StateSize(_) => "statesize",
             Job::Failover(_) => "failover",
+            Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
             Job::Rate(_) => "rate",
         }
@@ -57,6 +60,7 @@ impl Job {
             Job::TreeSize(a) => a.flags(),
             Job::StateSize(a) => a.flags(),
             Job::Failover(a) => a.flags(),
+            Job::RollingRestart(a) => a.flags(),
             Job::Rebalance(a) => a.flags(),
             Job::Rate(a) => a.flags(),
         }
@@ -72,6 +76,7 @@ impl Job {
             Job::TreeSize(a) => treesize::run(a, deployment).await,
             Job::StateSize(a) => statesize::run(a, deployment).await,
             Job::Failover(a) => failover::run(a, deployment).await,
+            Job::RollingRestart(a) => rolling_restart::run(a, deployment).await,
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
             Job::Rate(a) => rate::run(a, deployment).await,
         }
