@@ -202,7 +202,8 @@ impl<W: Send + 'static> Consensus<W> {
             source,
         })?;
         if fence.is_some() {
-            tracing::warn!(
+            // Not a warning: every server of a new group starts this way.
+            tracing::info!(
                 "server {} has no raft state in {} (a new group, or a data directory wiped or lost): it votes only once it knows a term it cannot have voted in before, asking the other voters for theirs",
                 config.id,
                 config.log_dir.display()
