@@ -143,6 +143,23 @@ def test_one_shot_reads_and_writes(server, root):
     assert shell(server, "ls", r) == (1, "", f"Node does not exist: {r}\n")
 
 
+def test_ls_page_by_page(server, root, zk):
+    names = [f"c{i:03}" for i in range(25)]
+    zk.create(f"{root}/big")
+    for name in reversed(names):
+        zk.create(f"{root}/big/{name}")
+    if server.kind == "zookeeper":
+        # ZooKeeper does not know the paginated request.
+        rc, out, err = shell(server, "ls", "-p", "10", f"{root}/big")
+        assert rc == 1 and "Unimplemented" in err, (rc, out, err)
+        return
+    rc, out, err = shell(server, "ls", "-p", "10", "-s", f"{root}/big")
+    assert (rc, err) == (0, "")
+    lines = out.splitlines()
+    assert lines[:25] == names, out
+    assert "numChildren = 25" in lines[25:], out
+
+
 def test_one_shot_node_kinds_and_session_commands(server, root):
     r = root
     rc, out, err = shell_c(server,
@@ -210,7 +227,7 @@ def test_one_shot_errors_and_exit_codes(server):
     assert shell(server, "get", "noslash") == (1, "", "Path must start with / character\n")
     rc, out, err = shell(server, "bogus")
     assert (rc, out) == (127, "")
-    assert err.endswith("Command not found: bogus\n") and "\tls [-s] [-w] [-R] path\n" in err
+    assert err.endswith("Command not found: bogus\n") and "\tls [-s] [-w] [-R] [-p pageSize] path\n" in err
     rc, out, err = shell(server, "help")
     assert rc == 0 and "\tgetAllChildrenNumber path\n" in out
     # No server there: a clear error, quickly.

@@ -21,10 +21,10 @@ use bytes::{Bytes, BytesMut};
 use jute::{
     Acl, AddWatchMode, AddWatchRequest, ClientInfo, Create2Response, DeleteRequest, ErrorCode,
     GetACLRequest, GetACLResponse, GetAllChildrenNumberRequest, GetAllChildrenNumberResponse,
-    GetChildren2Response, GetChildrenResponse, GetDataResponse, GetEphemeralsRequest,
-    GetEphemeralsResponse, MultiResponse, OpCode, PathAndWatch, ReadOp, Record, Request,
-    SetACLRequest, SetDataRequest, Stat, StatResponse, SyncRequest, WatcherType, WatchesRequest,
-    WhoAmIResponse,
+    GetChildren2Response, GetChildrenPageRequest, GetChildrenPageResponse, GetChildrenResponse,
+    GetDataResponse, GetEphemeralsRequest, GetEphemeralsResponse, MultiResponse, OpCode,
+    PathAndWatch, ReadOp, Record, Request, SetACLRequest, SetDataRequest, Stat, StatResponse,
+    SyncRequest, WatcherType, WatchesRequest, WhoAmIResponse,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -38,6 +38,17 @@ use crate::reader::Reply;
 use crate::session::{Command, SessionTask};
 use crate::state::{lock, SessionInfo, SessionState, Shared, StateStream};
 use crate::watch::{Watch, WatchKind, WatchRegistration, WatchSink, WatchStream};
+
+/// One page of a node's children ([`Client::get_children_page`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildrenPage {
+    /// Names, not paths, in byte order.
+    pub children: Vec<String>,
+    /// The node's `Stat`; `num_children` counts them all.
+    pub stat: Stat,
+    /// Whether children follow the last name of this page.
+    pub more: bool,
+}
 
 /// A ZooKeeper session. Cheap to clone: clones share the session. The
 /// session closes when [`Client::close`] is called or the last clone is
@@ -356,6 +367,39 @@ impl Client {
         Call::new(async move {
             let reply: GetChildren2Response = sent?.decode().await?;
             Ok((reply.children, reply.stat))
+        })
+    }
+
+    /// One page of the node's children: the names after `start_after` in
+    /// byte order (from the first when it is empty), at most
+    /// `max_children` (the server may answer fewer), with the node's
+    /// `Stat` and whether more follow. List a node of millions of children
+    /// page by page, passing each page's last name as the next
+    /// `start_after`. A Paddock extension: ZooKeeper answers
+    /// `Unimplemented` and closes the connection (the session survives).
+    pub fn get_children_page(
+        &self,
+        path: &str,
+        start_after: &str,
+        max_children: i32,
+    ) -> Call<ChildrenPage> {
+        let start_after = start_after.to_string();
+        let sent = self.read(path, false).map(|read| {
+            let request = Request::GetChildrenPage(GetChildrenPageRequest {
+                path: read.path,
+                watch: read.watch,
+                start_after,
+                max_children,
+            });
+            self.send(&request, None, path)
+        });
+        Call::new(async move {
+            let reply: GetChildrenPageResponse = sent?.decode().await?;
+            Ok(ChildrenPage {
+                children: reply.children,
+                stat: reply.stat,
+                more: reply.more,
+            })
         })
     }
 

@@ -85,7 +85,7 @@ mod session;
 mod state;
 mod watch;
 
-pub use client::{Call, Client};
+pub use client::{Call, ChildrenPage, Client};
 pub use data::IntoData;
 pub use error::Error;
 pub use ops::{CreateOptions, Op, OpResult, ReadResult, Transaction, MAX_TTL};

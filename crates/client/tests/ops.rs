@@ -11,7 +11,7 @@ use client::{
     perms, Acl, ClientInfo, ConnectOptions, CreateMode, CreateOptions, Error, Id, Op, OpResult,
     ReadOp, ReadResult, SessionState, WatcherType,
 };
-use common::{join_all, Server};
+use common::{join_all, Kind, Server};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -23,6 +23,66 @@ on_every_server!(pipelining, pipelining_on, LIMIT);
 on_every_server!(chroot, chroot_on, LIMIT);
 on_every_server!(digest_auth_and_acl, auth_on, LIMIT);
 on_every_server!(null_data_is_not_empty, null_data_on, LIMIT);
+on_every_server!(children_page_by_page, children_pages_on, LIMIT);
+
+/// Paddock's paginated listing walks every child once, in byte order, with
+/// pages bounded by count and by bytes, while getChildren still answers
+/// them all in one reply; ZooKeeper does not know the request.
+async fn children_pages_on(server: &mut Server) {
+    let c = server.client().await;
+    c.create("/big", b"", CreateMode::Persistent).await.unwrap();
+    if server.kind == Kind::ZooKeeper {
+        let refused = c.get_children_page("/big", "", 10).await;
+        assert!(
+            matches!(refused, Err(Error::Unimplemented { .. })),
+            "{refused:?}"
+        );
+        return;
+    }
+    // 200-byte names: 3,000 of them are about 600 KiB, more than the
+    // server puts in one page whatever the count asked for.
+    let names: Vec<String> = (0..3000)
+        .map(|i| format!("{i:05}-{}", "x".repeat(194)))
+        .collect();
+    let creates = names
+        .iter()
+        .map(|name| c.create(&format!("/big/{name}"), b"", CreateMode::Persistent))
+        .collect();
+    for created in join_all(creates).await {
+        created.unwrap();
+    }
+    for max_children in [700, i32::MAX] {
+        let mut listed = Vec::new();
+        let mut after = String::new();
+        let mut pages = 0;
+        loop {
+            let page = c
+                .get_children_page("/big", &after, max_children)
+                .await
+                .unwrap();
+            assert_eq!(page.stat.num_children, 3000);
+            assert!(page.children.len() <= max_children as usize);
+            pages += 1;
+            listed.extend(page.children.iter().cloned());
+            if !page.more {
+                break;
+            }
+            after = page.children.last().unwrap().clone();
+        }
+        assert_eq!(listed, names, "every child once, in order");
+        assert!(pages >= 3, "{max_children} a page: {pages} pages");
+    }
+    let all = c.get_children("/big").await.unwrap();
+    assert_eq!(all.len(), 3000, "getChildren answers in one reply");
+    assert!(matches!(
+        c.get_children_page("/big", "", 0).await,
+        Err(Error::BadArguments { .. })
+    ));
+    assert!(matches!(
+        c.get_children_page("/none", "", 5).await,
+        Err(Error::NoNode { .. })
+    ));
+}
 
 /// ZooKeeper stores null data as null (dataLength 0) and answers it as
 /// null, apart from empty data, through every path that carries data.

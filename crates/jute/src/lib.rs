@@ -50,15 +50,15 @@ pub use request::Request;
 pub use requests::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CheckWatchesRequest, CreateRequest,
     CreateTTLRequest, DeleteRequest, ExistsRequest, GetACLRequest, GetAllChildrenNumberRequest,
-    GetChildren2Request, GetChildrenRequest, GetDataRequest, GetEphemeralsRequest, GetSASLRequest,
-    PathAndWatch, ReconfigRequest, RemoveWatchesRequest, SetACLRequest, SetDataRequest, SetWatches,
-    SetWatches2, SyncRequest, WatchesRequest,
+    GetChildren2Request, GetChildrenPageRequest, GetChildrenRequest, GetDataRequest,
+    GetEphemeralsRequest, GetSASLRequest, PathAndWatch, ReconfigRequest, RemoveWatchesRequest,
+    SetACLRequest, SetDataRequest, SetWatches, SetWatches2, SyncRequest, WatchesRequest,
 };
 pub use responses::{
     Create2Response, CreateResponse, ErrorResponse, ExistsResponse, GetACLResponse,
-    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenResponse, GetDataResponse,
-    GetEphemeralsResponse, SetACLResponse, SetDataResponse, SetSASLResponse, StatResponse,
-    SyncResponse, WhoAmIResponse,
+    GetAllChildrenNumberResponse, GetChildren2Response, GetChildrenPageResponse,
+    GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, SetACLResponse, SetDataResponse,
+    SetSASLResponse, StatResponse, SyncResponse, WhoAmIResponse,
 };
 pub use session::{ConnectRequest, ConnectResponse, ReplyHeader, RequestHeader, WatcherEvent};
 pub use types::{

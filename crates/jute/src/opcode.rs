@@ -34,6 +34,10 @@ pub enum OpCode {
     SetWatches2 = 105,
     AddWatch = 106,
     WhoAmI = 107,
+    /// Paddock's extension: one page of a znode's children
+    /// ([`crate::GetChildrenPageRequest`]). No ZooKeeper release uses 1000,
+    /// nor does ClickHouse Keeper (its own are 500-503 and 997).
+    GetChildrenPage = 1000,
     CreateSession = -10,
     CloseSession = -11,
     Error = -1,
@@ -77,6 +81,7 @@ impl OpCode {
             105 => SetWatches2,
             106 => AddWatch,
             107 => WhoAmI,
+            1000 => GetChildrenPage,
             -10 => CreateSession,
             -11 => CloseSession,
             -1 => Error,

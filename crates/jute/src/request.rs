@@ -14,9 +14,9 @@ use crate::multi::{MultiOp, MultiReadRequest, MultiRequest, ReadOp};
 use crate::opcode::OpCode;
 use crate::requests::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CreateRequest, CreateTTLRequest,
-    DeleteRequest, GetACLRequest, GetAllChildrenNumberRequest, GetEphemeralsRequest,
-    GetSASLRequest, PathAndWatch, ReconfigRequest, SetACLRequest, SetDataRequest, SetWatches,
-    SetWatches2, SyncRequest, WatchesRequest,
+    DeleteRequest, GetACLRequest, GetAllChildrenNumberRequest, GetChildrenPageRequest,
+    GetEphemeralsRequest, GetSASLRequest, PathAndWatch, ReconfigRequest, SetACLRequest,
+    SetDataRequest, SetWatches, SetWatches2, SyncRequest, WatchesRequest,
 };
 
 /// A client request body, by opcode.
@@ -37,6 +37,7 @@ pub enum Request {
     SetAcl(SetACLRequest),
     GetChildren(PathAndWatch),
     GetChildren2(PathAndWatch),
+    GetChildrenPage(GetChildrenPageRequest),
     /// A bare `check` outside a multi. ZooKeeper 3.9 answers it with
     /// `Unimplemented` (its `Request.isValid` leaves it out); the server
     /// should do the same rather than run it.
@@ -83,6 +84,7 @@ impl Request {
             OpCode::SetAcl => Request::SetAcl(SetACLRequest::decode(r)?),
             OpCode::GetChildren => Request::GetChildren(PathAndWatch::decode(r)?),
             OpCode::GetChildren2 => Request::GetChildren2(PathAndWatch::decode(r)?),
+            OpCode::GetChildrenPage => Request::GetChildrenPage(GetChildrenPageRequest::decode(r)?),
             OpCode::Check => Request::Check(CheckVersionRequest::decode(r)?),
             OpCode::Multi => Request::Multi(MultiRequest::decode(r)?.0),
             OpCode::MultiRead => Request::MultiRead(MultiReadRequest::decode(r)?.0),
@@ -122,6 +124,7 @@ impl Request {
             Request::SetAcl(_) => OpCode::SetAcl,
             Request::GetChildren(_) => OpCode::GetChildren,
             Request::GetChildren2(_) => OpCode::GetChildren2,
+            Request::GetChildrenPage(_) => OpCode::GetChildrenPage,
             Request::Check(_) => OpCode::Check,
             Request::Multi(_) => OpCode::Multi,
             Request::MultiRead(_) => OpCode::MultiRead,
@@ -155,6 +158,7 @@ impl Request {
             | Request::GetData(req)
             | Request::GetChildren(req)
             | Request::GetChildren2(req) => req.encode(buf),
+            Request::GetChildrenPage(req) => req.encode(buf),
             Request::SetData(req) => req.encode(buf),
             Request::GetAcl(req) => req.encode(buf),
             Request::SetAcl(req) => req.encode(buf),

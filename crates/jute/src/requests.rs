@@ -116,6 +116,36 @@ pub type GetDataRequest = PathAndWatch;
 pub type GetChildrenRequest = PathAndWatch;
 pub type GetChildren2Request = PathAndWatch;
 
+/// Paddock's paginated getChildren: the children after `start_after` in
+/// byte order (from the first when it is empty), at most `max_children`
+/// of them. The server may answer fewer to keep the reply small; the
+/// response says whether more follow. A watch is the getChildren one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetChildrenPageRequest {
+    pub path: String,
+    pub watch: bool,
+    pub start_after: String,
+    pub max_children: i32,
+}
+
+impl Record for GetChildrenPageRequest {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            path: r.read_path()?,
+            watch: r.read_bool()?,
+            start_after: r.read_string()?,
+            max_children: r.read_i32()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string(&self.path);
+        buf.write_bool(self.watch);
+        buf.write_string(&self.start_after);
+        buf.write_i32(self.max_children);
+    }
+}
+
 impl Record for PathAndWatch {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {

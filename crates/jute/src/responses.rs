@@ -151,6 +151,31 @@ impl Record for GetChildren2Response {
     }
 }
 
+/// One page of children, the parent's stat, and whether children follow
+/// the last one in this page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetChildrenPageResponse {
+    pub children: Vec<String>,
+    pub stat: Stat,
+    pub more: bool,
+}
+
+impl Record for GetChildrenPageResponse {
+    fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
+        Ok(Self {
+            children: r.read_string_vec()?,
+            stat: Stat::decode(r)?,
+            more: r.read_bool()?,
+        })
+    }
+
+    fn encode(&self, buf: &mut BytesMut) {
+        buf.write_string_vec(&self.children);
+        self.stat.encode(buf);
+        buf.write_bool(self.more);
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncResponse {
     /// The request's path, null when it was null.
@@ -300,6 +325,8 @@ mod tests {
             let v = GetChildrenResponse { children: names.clone() };
             prop_assert_eq!(round_trip(&v), v);
             let v = GetChildren2Response { children: names.clone(), stat };
+            prop_assert_eq!(round_trip(&v), v);
+            let v = GetChildrenPageResponse { children: names.clone(), stat, more: n % 2 == 0 };
             prop_assert_eq!(round_trip(&v), v);
             let v = GetEphemeralsResponse { ephemerals: names };
             prop_assert_eq!(round_trip(&v), v);

@@ -338,6 +338,16 @@ pub fn arb_request() -> BoxedStrategy<Request> {
         arb_set_acl_request().prop_map(Request::SetAcl).boxed(),
         path_and_watch().prop_map(Request::GetChildren).boxed(),
         path_and_watch().prop_map(Request::GetChildren2).boxed(),
+        (path_and_watch(), arb_string(), any::<i32>())
+            .prop_map(|(read, start_after, max_children)| {
+                Request::GetChildrenPage(GetChildrenPageRequest {
+                    path: read.path,
+                    watch: read.watch,
+                    start_after,
+                    max_children,
+                })
+            })
+            .boxed(),
         path_and_i32()
             .prop_map(|(path, version)| Request::Check(CheckVersionRequest { path, version }))
             .boxed(),

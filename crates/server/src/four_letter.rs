@@ -153,7 +153,7 @@ pub fn op_name(op: i32) -> &'static str {
         Some(jute::OpCode::GetAcl) => "GACL",
         Some(jute::OpCode::SetAcl) => "SACL",
         Some(jute::OpCode::GetChildren) => "GETC",
-        Some(jute::OpCode::GetChildren2) => "GETC",
+        Some(jute::OpCode::GetChildren2 | jute::OpCode::GetChildrenPage) => "GETC",
         Some(jute::OpCode::Sync) => "SYNC",
         Some(jute::OpCode::Ping) => "PING",
         Some(jute::OpCode::Multi) => "MULT",

@@ -24,14 +24,20 @@ use bytes::Bytes;
 use jute::{
     Acl, AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
     ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response,
-    GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse,
-    MultiResult, OpCode, ReadOp, Request, SetACLRequest, SetDataRequest, StatResponse,
-    SyncResponse, WatcherType, WhoAmIResponse,
+    GetChildrenPageResponse, GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id,
+    MultiOp, MultiResponse, MultiResult, OpCode, ReadOp, Request, SetACLRequest, SetDataRequest,
+    StatResponse, SyncResponse, WatcherType, WhoAmIResponse,
 };
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::reply;
+
+/// Bytes of child names in one page of Paddock's paginated getChildren,
+/// whatever count the client asked for: a page stays far below any
+/// client's frame limit (ZooKeeper's Java client takes 1 MiB), and the
+/// time it holds the published tree stays short.
+const CHILDREN_PAGE_BYTES_MAX: usize = 256 << 10;
 use crate::shared::{Committed, Published, Shared, WatchEvent};
 use crate::watch::{ConnectionId, WatchKind};
 
@@ -199,6 +205,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
         | Request::GetData(_)
         | Request::GetChildren(_)
         | Request::GetChildren2(_)
+        | Request::GetChildrenPage(_)
         | Request::GetAcl(_)
         | Request::GetEphemerals(_)
         | Request::GetAllChildrenNumber(_)
@@ -552,6 +559,32 @@ fn answer_locked(
                     } else {
                         reply::with_body(xid, zxid, &GetChildrenResponse { children })
                     }
+                }
+                Err(err) => error(err),
+            }
+        }
+        Request::GetChildrenPage(req) => {
+            let Ok(max_children @ 1..) = usize::try_from(req.max_children) else {
+                return error(ErrorCode::BadArguments);
+            };
+            let page = tree.get_children_page(
+                &req.path,
+                auth,
+                &req.start_after,
+                max_children,
+                CHILDREN_PAGE_BYTES_MAX,
+            );
+            match page {
+                Ok((children, stat, more)) => {
+                    if req.watch {
+                        watches.add(connection, WatchKind::Child, &req.path);
+                    }
+                    let page = GetChildrenPageResponse {
+                        children,
+                        stat,
+                        more,
+                    };
+                    reply::with_body(xid, zxid, &page)
                 }
                 Err(err) => error(err),
             }

@@ -33,7 +33,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("getEphemerals", "path"),
     ("help", ""),
     ("history", ""),
-    ("ls", "[-s] [-w] [-R] path"),
+    ("ls", "[-s] [-w] [-R] [-p pageSize] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
     ("redo", "cmdno"),
@@ -108,6 +108,9 @@ pub enum Command {
         stat: bool,
         watch: bool,
         recursive: bool,
+        /// `-p`, Paddock's paginated listing: this many names per request,
+        /// printed one per line as the pages arrive.
+        page: Option<i32>,
     },
     Get {
         path: String,
@@ -383,14 +386,26 @@ pub fn parse(words: &[String]) -> Result<Parsed, CliError> {
     };
     let command = match name {
         "ls" => {
-            let o = options(words, "swR", "")?;
+            let o = options(words, "swR", "p")?;
             at_least(&o, 2)?;
             let old = old_watch_form(&o, "ls [-w] path");
+            let page = int_option(&o, 'p')?;
+            if page.is_some_and(|size| size < 1) {
+                return Err(CliError::new(
+                    "-p argument must be a page size of 1 or more",
+                ));
+            }
+            if page.is_some() && (o.has('w') || o.has('R') || old) {
+                return Err(CliError::new(
+                    "-p lists one node's children page by page; it takes neither -w nor -R",
+                ));
+            }
             Command::Ls {
                 path: o.path(1),
                 stat: o.has('s'),
                 watch: o.has('w') || old,
                 recursive: o.has('R'),
+                page,
             }
         }
         "get" => {
@@ -669,7 +684,8 @@ mod tests {
                 path: "/".into(),
                 stat: true,
                 watch: true,
-                recursive: true
+                recursive: true,
+                page: None,
             }
         );
         // After `--`, words that look like options are data.
@@ -701,7 +717,12 @@ mod tests {
         assert_eq!(error("set -v -s /a x"), "Missing argument for option: v");
         assert_eq!(error("set -v abc /a x"), "-v argument must be an int value");
         assert_eq!(error("get"), "get [-s] [-w] path");
-        assert_eq!(error("ls -s"), "ls [-s] [-w] [-R] path");
+        assert_eq!(error("ls -s"), "ls [-s] [-w] [-R] [-p pageSize] path");
+        assert_eq!(
+            error("ls -p 0 /"),
+            "-p argument must be a page size of 1 or more"
+        );
+        assert!(error("ls -p 5 -R /").starts_with("-p lists one node's children"));
         assert_eq!(error("set /a"), "set [-s] [-v version] path data");
         assert_eq!(error("setAcl /a"), "setAcl [-s] [-v version] [-R] path acl");
         assert_eq!(
@@ -712,7 +733,9 @@ mod tests {
         let unknown = parse(&words("bogus /a")).unwrap_err();
         assert_eq!(unknown.code, 127);
         assert!(unknown.message.ends_with("Command not found: bogus"));
-        assert!(unknown.message.contains("\tls [-s] [-w] [-R] path\n"));
+        assert!(unknown
+            .message
+            .contains("\tls [-s] [-w] [-R] [-p pageSize] path\n"));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use client::{Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op, SessionState};
+use client::{
+    Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op, SessionState, Stat,
+};
 
 use crate::format;
 use crate::parse::{self, CliError, Command};
@@ -336,10 +338,18 @@ impl Shell {
                 stat,
                 watch,
                 recursive,
+                page,
             } => {
                 checked(&path, false)?;
                 if recursive {
                     return self.walk(zk, &path, watch, Visit::Print, out).await;
+                }
+                if let Some(page) = page {
+                    let node = list_paged(zk, &path, page, out).await?;
+                    if stat {
+                        put(out, &format::stat(&node));
+                    }
+                    return Ok(());
                 }
                 let (mut children, node) = if watch {
                     let (children, node, watch) =
@@ -607,6 +617,31 @@ impl Shell {
             stack.extend(paths.into_iter().rev());
         }
         Ok(())
+    }
+}
+
+/// `ls -p`: the children of `path`, `page` names per request, printed one
+/// per line as each page arrives (a node of millions of children never
+/// sits whole in one reply or in memory); returns the node's stat.
+async fn list_paged(
+    zk: &Client,
+    path: &str,
+    page: i32,
+    out: &mut dyn Write,
+) -> Result<Stat, CliError> {
+    let mut after = String::new();
+    loop {
+        let listed = zk
+            .get_children_page(path, &after, page)
+            .await
+            .map_err(failed)?;
+        for name in &listed.children {
+            put(out, &format!("{name}\n"));
+        }
+        match listed.children.last() {
+            Some(last) if listed.more => after.clone_from(last),
+            _ => return Ok(listed.stat),
+        }
     }
 }
 

@@ -386,7 +386,10 @@ async fn session_history_and_errors() {
         let unknown = sh.run("bogus").await;
         assert_eq!(unknown.code, 127);
         assert!(unknown.err.ends_with("Command not found: bogus\n"));
-        assert!(sh.ok("help").await.contains("\tls [-s] [-w] [-R] path\n"));
+        assert!(sh
+            .ok("help")
+            .await
+            .contains("\tls [-s] [-w] [-R] [-p pageSize] path\n"));
         let old = sh.run("get /h watch").await;
         assert_eq!(
             (old.out.as_str(), old.err.as_str()),

@@ -1,6 +1,7 @@
 //! One znode and its persisted metadata, and what the `ephemeralOwner`
 //! field encodes (ZooKeeper's `DataNode`, `StatPersisted`, `EphemeralType`).
 
+use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -140,6 +141,14 @@ impl Children {
     /// Names in sorted order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
         self.0.iter().flat_map(OrdSet::iter)
+    }
+
+    /// Names after `name` in sorted order, found in O(log n).
+    pub fn after<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Arc<str>> {
+        let after = (Bound::Excluded(name), Bound::Unbounded);
+        self.0
+            .iter()
+            .flat_map(move |set| set.range::<_, str>(after))
     }
 }
 

@@ -55,6 +55,34 @@ impl DataTree {
         Ok((names, node.client_stat()))
     }
 
+    /// Paddock's paginated getChildren: the children after `start_after`
+    /// in sorted order, at most `max_children` of them and no more once
+    /// their names (as the reply encodes them) reach `max_bytes`; whether
+    /// children follow the page; the stat. READ needed.
+    pub fn get_children_page(
+        &self,
+        path: &str,
+        auth: &[Id],
+        start_after: &str,
+        max_children: usize,
+        max_bytes: usize,
+    ) -> Result<(Vec<String>, Stat, bool), ErrorCode> {
+        let node = self.readable(path, perms::READ, auth)?;
+        let mut rest = node.children.after(start_after);
+        let mut names = Vec::new();
+        let mut bytes = 0;
+        for name in rest.by_ref() {
+            names.push(name.to_string());
+            // a jute string: its length, then its bytes
+            bytes += 4 + name.len();
+            if names.len() >= max_children || bytes >= max_bytes {
+                break;
+            }
+        }
+        let more = rest.next().is_some();
+        Ok((names, node.client_stat(), more))
+    }
+
     /// getACL: READ or ADMIN needed; without ADMIN, digest ids are shown
     /// as `user:x` (ZooKeeper 3.9 hides the password hash).
     pub fn get_acl(&self, path: &str, auth: &[Id]) -> Result<(Vec<Acl>, Stat), ErrorCode> {

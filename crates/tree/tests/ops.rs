@@ -518,6 +518,54 @@ fn children_are_sorted_and_counted() {
 }
 
 #[test]
+fn children_are_listed_page_by_page() {
+    let mut h = Harness::new();
+    h.mk("/p", "");
+    let names: Vec<String> = (0..25).map(|i| format!("c{i:02}")).collect();
+    for name in names.iter().rev() {
+        h.mk(&format!("/p/{name}"), "");
+    }
+    let mut listed = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (page, stat, more) = h
+            .tree
+            .get_children_page("/p", &[], &after, 10, usize::MAX)
+            .unwrap();
+        assert_eq!(stat.num_children, 25);
+        assert!(page.len() <= 10);
+        listed.extend(page.iter().cloned());
+        if !more {
+            break;
+        }
+        after = page
+            .last()
+            .expect("a page before more is not empty")
+            .clone();
+    }
+    assert_eq!(listed, names, "every child once, in order");
+
+    // The byte bound: each name counts 4 bytes of length and its own 3.
+    let (page, _, more) = h.tree.get_children_page("/p", &[], "", 100, 14).unwrap();
+    assert_eq!((page, more), (vec!["c00".to_string(), "c01".into()], true));
+    // A name between children, or past the last one.
+    let (page, _, more) = h
+        .tree
+        .get_children_page("/p", &[], "c225", 2, usize::MAX)
+        .unwrap();
+    assert_eq!((page, more), (vec!["c23".to_string(), "c24".into()], false));
+    let (page, _, more) = h
+        .tree
+        .get_children_page("/p", &[], "d", 2, usize::MAX)
+        .unwrap();
+    assert_eq!((page.len(), more), (0, false));
+    assert_eq!(
+        h.tree.get_children_page("/nope", &[], "", 2, usize::MAX),
+        Err(ErrorCode::NoNode)
+    );
+}
+
+#[test]
 fn ops_need_a_live_session() {
     // SessionTracker.checkSession / checkGlobalSession
     let mut h = Harness::new();
