@@ -25,6 +25,8 @@ TINY = {
                   "--step-megabytes", "1"],
     "rate": ["--rate", "200", "--sessions", "2", "--znodes", "20",
              "--read-ratios", "0,1", "--seconds", "0.5", "--warmup", "0.2"],
+    "children": ["--children", "100", "--sessions", "2", "--outstanding", "4",
+                 "--page", "7"],
     "rebalance": ["--clients", "20", "--storage-nodes", "2", "--partitions", "8",
                   "--step-interval-ms", "20", "--warmup", "0.5"],
 }

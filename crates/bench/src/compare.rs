@@ -13,8 +13,8 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
 use crate::workloads::{
-    barrier, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize, treesize,
-    watch, Job,
+    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize,
+    treesize, watch, Job,
 };
 
 #[derive(clap::Args, Clone, Debug)]
@@ -134,6 +134,12 @@ fn plan(quick: bool) -> Vec<Planned> {
         leader_pid: None,
         stop: failover::Stop::Kill,
     });
+    let children = Job::Children(children::ChildrenArgs {
+        children: q(20_000, 1_000_000),
+        sessions: 16,
+        outstanding: 64,
+        page: 10_000,
+    });
     let rolling_restart = Job::RollingRestart(rolling_restart::RollingRestartArgs {
         writers: 8,
         settle: q(1, 2) as f64,
@@ -161,6 +167,7 @@ fn plan(quick: bool) -> Vec<Planned> {
         planned(1, barrier.clone()),
         planned(1, watch.clone()),
         planned(1, treesize),
+        planned(1, children),
         // Small enough in quick mode that the default snapCount would take
         // no snapshot at all; the point is the latency while one is taken.
         Planned {
@@ -193,7 +200,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, statesize, failover, rolling-restart, rebalance, rate");
+            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, children, statesize, failover, rolling-restart, rebalance, rate");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

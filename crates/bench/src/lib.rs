@@ -30,8 +30,8 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize, treesize,
-    watch, Job,
+    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize,
+    treesize, watch, Job,
 };
 
 #[derive(clap::Args)]
@@ -115,6 +115,14 @@ enum BenchCommand {
         #[command(flatten)]
         args: failover::FailoverArgs,
     },
+    /// One znode with millions of children: created, counted, listed page
+    /// by page and in one reply, deleted.
+    Children {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: children::ChildrenArgs,
+    },
     /// Every server of an ensemble restarted in turn under writes: gaps,
     /// errors, sessions kept, nothing acknowledged lost.
     RollingRestart {
@@ -152,6 +160,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Treesize { common, args } => (common, Job::TreeSize(args)),
         BenchCommand::Statesize { common, args } => (common, Job::StateSize(args)),
         BenchCommand::Failover { common, args } => (common, Job::Failover(args)),
+        BenchCommand::Children { common, args } => (common, Job::Children(args)),
         BenchCommand::RollingRestart { common, args } => (common, Job::RollingRestart(args)),
         BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),
     };

@@ -2,6 +2,7 @@
 //! deployment, returning what it measured.
 
 pub mod barrier;
+pub mod children;
 pub mod crud;
 pub mod failover;
 pub mod latency;
@@ -27,6 +28,7 @@ pub enum Job {
     TreeSize(treesize::TreeSizeArgs),
     StateSize(statesize::StateSizeArgs),
     Failover(failover::FailoverArgs),
+    Children(children::ChildrenArgs),
     RollingRestart(rolling_restart::RollingRestartArgs),
     Rebalance(rebalance::RebalanceArgs),
     Rate(rate::RateArgs),
@@ -43,6 +45,7 @@ impl Job {
             Job::TreeSize(_) => "treesize",
             Job::StateSize(_) => "statesize",
             Job::Failover(_) => "failover",
+            Job::Children(_) => "children",
             Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
             Job::Rate(_) => "rate",
@@ -60,6 +63,7 @@ impl Job {
             Job::TreeSize(a) => a.flags(),
             Job::StateSize(a) => a.flags(),
             Job::Failover(a) => a.flags(),
+            Job::Children(a) => a.flags(),
             Job::RollingRestart(a) => a.flags(),
             Job::Rebalance(a) => a.flags(),
             Job::Rate(a) => a.flags(),
@@ -76,6 +80,7 @@ impl Job {
             Job::TreeSize(a) => treesize::run(a, deployment).await,
             Job::StateSize(a) => statesize::run(a, deployment).await,
             Job::Failover(a) => failover::run(a, deployment).await,
+            Job::Children(a) => children::run(a, deployment).await,
             Job::RollingRestart(a) => rolling_restart::run(a, deployment).await,
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
             Job::Rate(a) => rate::run(a, deployment).await,
