@@ -122,6 +122,11 @@ impl DurableLog {
         self.log.hard_state().term
     }
 
+    /// The index of the entry written last (synced or not).
+    pub(crate) fn last_index(&self) -> u64 {
+        self.log.last_index()
+    }
+
     /// Installs a snapshot received from the leader (already durable in the
     /// snapshot directory): the log restarts after it.
     pub(crate) fn install_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), Error> {

@@ -14,8 +14,17 @@
 //! elect a leader in term `t`, a majority voted with it, and all of them
 //! hold a term of at least `t` from then on. Once a majority of the *other*
 //! voters has answered, the answers include one of them, so the highest
-//! answer is at least `t`. Votes in terms above the floor are safe; the
-//! fence is lifted once this server's own durable term passes it.
+//! answer is at least `t`. Votes in terms above the floor are safe.
+//!
+//! The answers also carry each voter's commit index. Until this server
+//! holds the log up to the highest of them again, it votes only for a
+//! candidate whose log reaches that index too (any leader that can win
+//! holds every committed entry, so this refuses no rightful one). Without
+//! it, two servers that both lost their disks, one after the other, could
+//! elect one of themselves with an empty log while the third still holds
+//! the data, and the group would forget everything. The fence is lifted
+//! once this server's durable term passes the floor and its durable log
+//! reaches the commit index it was told.
 //!
 //! A group started for the first time looks the same from inside: every
 //! voter has an empty log. When a majority counting this server answers with
@@ -42,8 +51,9 @@ const MARKER: &str = "vote-fence";
 pub enum Control {
     /// A fenced voter asks for the receiver's current term.
     TermQuery,
-    /// The answer: the receiver's term, at least its durable one.
-    TermAnswer { term: u64 },
+    /// The answer: the receiver's term (at least its durable one) and its
+    /// commit index.
+    TermAnswer { term: u64, commit: u64 },
 }
 
 pub(crate) struct Fence {
@@ -56,6 +66,8 @@ pub(crate) struct Fence {
     answers: BTreeMap<u64, u64>,
     /// Set once from the answers: no vote in this term or below.
     floor: Option<u64>,
+    /// The highest commit index answered: no vote for a log short of it.
+    committed: u64,
 }
 
 impl Fence {
@@ -85,6 +97,7 @@ impl Fence {
             voters: voters.len(),
             answers: BTreeMap::new(),
             floor: None,
+            committed: 0,
         }))
     }
 
@@ -97,8 +110,14 @@ impl Fence {
     }
 
     /// Records `from`'s answer; returns the floor when this answer set it.
-    pub(crate) fn answered(&mut self, from: u64, term: u64) -> Option<u64> {
-        if self.floor.is_some() || !self.peers.contains(&from) {
+    pub(crate) fn answered(&mut self, from: u64, term: u64, commit: u64) -> Option<u64> {
+        if !self.peers.contains(&from) {
+            return None;
+        }
+        // Any answer's commit index counts, even after the floor is set:
+        // a higher one only makes the vote stricter.
+        self.committed = self.committed.max(commit);
+        if self.floor.is_some() {
             return None;
         }
         let known = self.answers.entry(from).or_default();
@@ -113,15 +132,17 @@ impl Fence {
         self.floor
     }
 
-    /// Whether this server may vote (or ask for votes) in `term`.
-    pub(crate) fn allows_vote(&self, term: u64) -> bool {
-        self.floor.is_some_and(|floor| term > floor)
+    /// Whether this server may vote in `term` for a candidate whose log
+    /// ends at `last_index` (its own, when it is the candidate).
+    pub(crate) fn allows_vote(&self, term: u64, last_index: u64) -> bool {
+        self.floor.is_some_and(|floor| term > floor) && last_index >= self.committed
     }
 
-    /// Whether a durable term of `term` makes the fence unneeded: raft never
-    /// votes below its own term, and votes once in it.
-    pub(crate) fn passed_by(&self, term: u64) -> bool {
-        self.allows_vote(term)
+    /// Whether a durable term and log ending at `last_index` make the fence
+    /// unneeded: raft never votes below its own term and votes once in it,
+    /// and the log holds what the group had committed when asked.
+    pub(crate) fn passed_by(&self, term: u64, last_index: u64) -> bool {
+        self.allows_vote(term, last_index)
     }
 
     /// Removes the marker; the caller made the term that passed it durable.
@@ -133,6 +154,10 @@ impl Fence {
 
     pub(crate) fn floor(&self) -> Option<u64> {
         self.floor
+    }
+
+    pub(crate) fn committed(&self) -> u64 {
+        self.committed
     }
 }
 
@@ -150,15 +175,15 @@ mod tests {
     fn the_floor_waits_for_a_majority_of_the_other_voters() {
         let dir = tempfile::tempdir().unwrap();
         let mut fence = fenced(dir.path(), 1, &[1, 2, 3]);
-        assert!(!fence.allows_vote(100), "no vote before any answer");
+        assert!(!fence.allows_vote(100, 0), "no vote before any answer");
         assert_eq!(fence.to_ask().collect::<Vec<_>>(), vec![2, 3]);
         // One other voter of three is not enough: the leader this server
         // may have elected could be the one that has not answered.
-        assert_eq!(fence.answered(2, 7), None);
+        assert_eq!(fence.answered(2, 7, 0), None);
         assert_eq!(fence.to_ask().collect::<Vec<_>>(), vec![3]);
-        assert_eq!(fence.answered(3, 9), Some(9));
-        assert!(!fence.allows_vote(9));
-        assert!(fence.allows_vote(10));
+        assert_eq!(fence.answered(3, 9, 0), Some(9));
+        assert!(!fence.allows_vote(9, 0));
+        assert!(fence.allows_vote(10, 0));
         assert_eq!(fence.to_ask().count(), 0, "nothing left to ask");
     }
 
@@ -166,16 +191,13 @@ mod tests {
     fn the_floor_is_set_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut fence = fenced(dir.path(), 3, &[1, 2, 3, 4, 5]);
-        assert_eq!(fence.answered(1, 4), None);
-        assert_eq!(
-            fence.answered(1, 6),
-            None,
-            "a voter answering twice counts once"
-        );
-        assert_eq!(fence.answered(9, 50), None, "not a voter");
-        assert_eq!(fence.answered(2, 5), None);
-        assert_eq!(fence.answered(4, 3), Some(6));
-        assert_eq!(fence.answered(5, 40), None);
+        assert_eq!(fence.answered(1, 4, 0), None);
+        let again = fence.answered(1, 6, 0);
+        assert_eq!(again, None, "a voter answering twice counts once");
+        assert_eq!(fence.answered(9, 50, 0), None, "not a voter");
+        assert_eq!(fence.answered(2, 5, 0), None);
+        assert_eq!(fence.answered(4, 3, 0), Some(6));
+        assert_eq!(fence.answered(5, 40, 0), None);
         assert_eq!(fence.floor(), Some(6));
     }
 
@@ -183,25 +205,43 @@ mod tests {
     fn a_group_started_for_the_first_time_votes_once_a_majority_is_fresh() {
         let dir = tempfile::tempdir().unwrap();
         let mut fence = fenced(dir.path(), 1, &[1, 2, 3]);
-        assert_eq!(fence.answered(2, 0), Some(0), "two of three never voted");
-        assert!(fence.allows_vote(1));
+        assert_eq!(fence.answered(2, 0, 0), Some(0), "two of three never voted");
+        assert!(fence.allows_vote(1, 0));
 
         let mut five = fenced(dir.path(), 1, &[1, 2, 3, 4, 5]);
-        assert_eq!(five.answered(2, 0), None, "two of five is no majority");
-        assert_eq!(five.answered(3, 0), Some(0));
+        assert_eq!(five.answered(2, 0, 0), None, "two of five is no majority");
+        assert_eq!(five.answered(3, 0, 0), Some(0));
     }
 
     #[test]
     fn a_running_group_is_not_taken_for_a_new_one() {
         let dir = tempfile::tempdir().unwrap();
         let mut fence = fenced(dir.path(), 1, &[1, 2, 3, 4, 5]);
-        assert_eq!(fence.answered(2, 0), None);
-        assert_eq!(
-            fence.answered(3, 8),
-            None,
-            "a term was used: wait for a majority"
+        assert_eq!(fence.answered(2, 0, 0), None);
+        let used = fence.answered(3, 8, 0);
+        assert_eq!(used, None, "a term was used: wait for a majority");
+        assert_eq!(fence.answered(4, 2, 0), Some(8), "three of the four others");
+    }
+
+    #[test]
+    fn no_vote_for_a_log_short_of_what_the_group_committed() {
+        // Servers 1 and 3 lost their disks one after the other; server 2
+        // holds the log to index 900. Each wiped one hears the other's
+        // empty answer and server 2's: neither may elect the other.
+        let dir = tempfile::tempdir().unwrap();
+        let mut fence = fenced(dir.path(), 3, &[1, 2, 3]);
+        assert_eq!(fence.answered(2, 1, 900), None);
+        assert_eq!(fence.answered(1, 0, 0), Some(1));
+        assert_eq!(fence.committed(), 900);
+        assert!(
+            !fence.allows_vote(5, 0),
+            "the other wiped server's empty log"
         );
-        assert_eq!(fence.answered(4, 2), Some(8), "three of the four others");
+        assert!(fence.allows_vote(5, 900), "server 2, which holds the data");
+        assert!(!fence.passed_by(5, 10), "its own log is not back yet");
+        assert!(fence.passed_by(5, 950));
+        fence.answered(2, 3, 1000);
+        assert!(!fence.allows_vote(5, 950), "a later answer only adds to it");
     }
 
     #[test]
@@ -213,14 +253,13 @@ mod tests {
             again.is_some(),
             "the raft state is back, the marker still fences"
         );
-        fence.answered(1, 3);
-        fence.answered(3, 3);
-        assert!(!fence.passed_by(3));
-        assert!(fence.passed_by(4));
+        fence.answered(1, 3, 20);
+        fence.answered(3, 3, 20);
+        assert!(!fence.passed_by(3, 20));
+        assert!(fence.passed_by(4, 20));
         fence.lift().unwrap();
-        assert!(Fence::open(dir.path(), 2, &[1, 2, 3], false)
-            .unwrap()
-            .is_none());
+        let reopened = Fence::open(dir.path(), 2, &[1, 2, 3], false).unwrap();
+        assert!(reopened.is_none());
     }
 
     #[test]

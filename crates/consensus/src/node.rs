@@ -728,12 +728,14 @@ impl<W: Send + 'static> Driver<W> {
             return false;
         };
         let held = message.get_msg_type() == MessageType::MsgRequestVote
-            && !fence.allows_vote(message.term);
+            && !fence.allows_vote(message.term, message.index);
         if held {
             tracing::debug!(
-                "a vote request for term {} held back: this server lost its raft state and knows no floor above it yet ({:?})",
+                "a vote request for term {} (log to {}) held back: this server lost its raft state; it votes above term {:?} for a log to {} or more",
                 message.term,
-                fence.floor()
+                message.index,
+                fence.floor(),
+                fence.committed()
             );
         }
         held
@@ -743,17 +745,19 @@ impl<W: Send + 'static> Driver<W> {
         match control {
             Control::TermQuery => {
                 let term = self.raw.raft.term;
+                let commit = self.raw.raft.raft_log.committed;
                 self.network
-                    .send_control(from, Control::TermAnswer { term });
+                    .send_control(from, Control::TermAnswer { term, commit });
             }
-            Control::TermAnswer { term } => {
+            Control::TermAnswer { term, commit } => {
                 let Some(fence) = &mut self.fence else {
                     return;
                 };
-                if let Some(floor) = fence.answered(from, term) {
+                if let Some(floor) = fence.answered(from, term, commit) {
                     tracing::info!(
-                        "a majority of the other voters answered: this server votes again from term {}",
-                        floor + 1
+                        "a majority of the other voters answered: this server votes again from term {}, for a log to index {} or more",
+                        floor + 1,
+                        fence.committed()
                     );
                 }
             }
@@ -770,14 +774,15 @@ impl<W: Send + 'static> Driver<W> {
         }
     }
 
-    /// Lifts the fence once this server's term passed its floor and that
-    /// term is durable: raft votes neither below its term nor twice in it.
+    /// Lifts the fence once this server's term passed its floor and its log
+    /// holds what the group had committed, both durable: raft votes neither
+    /// below its term nor twice in it.
     fn lift_fence_once_passed(&mut self) -> Result<(), Error> {
-        let passed = self
-            .fence
-            .as_ref()
-            .is_some_and(|fence| fence.passed_by(self.log.hard_state_term()));
-        if !passed {
+        let Some(fence) = &self.fence else {
+            return Ok(());
+        };
+        let (term, last_index) = (self.log.hard_state_term(), self.log.last_index());
+        if !fence.passed_by(term, last_index) {
             return Ok(());
         }
         self.log.sync()?;
@@ -787,8 +792,7 @@ impl<W: Send + 'static> Driver<W> {
             source,
         })?;
         tracing::info!(
-            "the vote fence is lifted: term {} is durable",
-            self.log.hard_state_term()
+            "the vote fence is lifted: term {term} and the log to index {last_index} are durable"
         );
         Ok(())
     }
@@ -1078,18 +1082,23 @@ mod tests {
     }
 
     /// Delivers messages between in-process nodes; a cut node neither
-    /// sends nor receives. Every vote granted is recorded, as (voter,
-    /// term, candidate).
+    /// sends nor receives, a muted one only control messages. Every vote
+    /// granted is recorded, as (voter, term, candidate).
     #[derive(Default)]
     struct Wires {
         nodes: std::sync::Mutex<HashMap<u64, Consensus<u32>>>,
         cut: std::sync::Mutex<Option<u64>>,
+        muted: std::sync::Mutex<Option<u64>>,
         votes: std::sync::Mutex<Vec<(u64, u64, u64)>>,
     }
 
     impl Wires {
         fn is_cut(&self, id: u64) -> bool {
             *self.cut.lock().unwrap() == Some(id)
+        }
+
+        fn is_muted(&self, id: u64) -> bool {
+            self.is_cut(id) || *self.muted.lock().unwrap() == Some(id)
         }
     }
 
@@ -1103,7 +1112,7 @@ mod tests {
         fn send(&self, messages: Vec<Message>) -> Vec<u64> {
             let nodes = self.wires.nodes.lock().unwrap();
             for message in messages {
-                if self.wires.is_cut(message.to) || self.wires.is_cut(message.from) {
+                if self.wires.is_muted(message.to) || self.wires.is_muted(message.from) {
                     continue;
                 }
                 if message.get_msg_type() == MessageType::MsgRequestVoteResponse && !message.reject
@@ -1269,6 +1278,9 @@ mod tests {
         request.from = third;
         request.to = voter;
         request.term = term;
+        // A log past anything committed: only the term rule can refuse it.
+        request.index = 1_000;
+        request.log_term = term;
         wires.nodes.lock().unwrap()[&voter].step(request).unwrap();
         thread::sleep(Duration::from_millis(300));
 
@@ -1295,6 +1307,65 @@ mod tests {
                 "server {voter} voted for {candidate} in term {term} after voting otherwise: {votes:?}"
             );
         }
+    }
+
+    #[test]
+    fn two_voters_that_lost_their_state_do_not_elect_an_empty_log() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let old_leader = leader(&wires);
+        for i in 0..5 {
+            wires.nodes.lock().unwrap()[&old_leader]
+                .propose(format!("entry {i}").into_bytes(), i)
+                .unwrap();
+        }
+        for rx in &mut receivers {
+            collect(rx, 5);
+        }
+        // The leader and one follower lose their disks; the other follower
+        // alone holds the log. Both come back empty, and hear each other's
+        // empty answers beside the survivor's.
+        let survivor = (1..=3).find(|&id| id != old_leader).unwrap();
+        let wiped: Vec<u64> = (1..=3).filter(|&id| id != survivor).collect();
+        for &id in &wiped {
+            let node = wires.nodes.lock().unwrap().remove(&id).unwrap();
+            node.shutdown();
+            for file in std::fs::read_dir(dirs[id as usize - 1].path()).unwrap() {
+                std::fs::remove_file(file.unwrap().path()).unwrap();
+            }
+        }
+        // The survivor answers their term queries, but its raft messages
+        // are held up a while: the wiped two may try to elect each other.
+        *wires.muted.lock().unwrap() = Some(survivor);
+        let mut restarted: Vec<_> = wiped
+            .iter()
+            .map(|&id| start_member(&wires, id, dirs[id as usize - 1].path()))
+            .collect();
+        thread::sleep(Duration::from_millis(800));
+        *wires.muted.lock().unwrap() = None;
+        let expected: Vec<_> = (0..5).map(|i| format!("entry {i}").into_bytes()).collect();
+        for rx in &mut restarted {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut data = Vec::new();
+            while data.len() < expected.len() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the committed entries never came back: {data:?}"
+                );
+                match rx.try_recv() {
+                    Ok(Applying::Entries(batch)) => data.extend(
+                        batch
+                            .into_iter()
+                            .filter(|e| !e.data.is_empty())
+                            .map(|e| e.data.to_vec()),
+                    ),
+                    Ok(Applying::Restore(_)) => panic!("no snapshot is sent in these tests"),
+                    Err(_) => thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            assert_eq!(data, expected, "the wiped servers got the log back");
+        }
+        assert_eq!(leader(&wires), survivor);
     }
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {

@@ -80,7 +80,7 @@ const KIND_CONTROL: u8 = 3;
 const CONTROL_TERM_QUERY: u8 = 1;
 const CONTROL_TERM_ANSWER: u8 = 2;
 const CONTROL_TERM_QUERY_BYTES: usize = 1;
-const CONTROL_TERM_ANSWER_BYTES: usize = 1 + 8;
+const CONTROL_TERM_ANSWER_BYTES: usize = 1 + 8 + 8;
 
 /// A writer stops taking from its queue once a batch holds this much, so
 /// one `write_all` stays bounded (a single larger frame still goes alone).
@@ -571,9 +571,10 @@ fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
 fn encode_control(control: Control, out: &mut Vec<u8>) {
     match control {
         Control::TermQuery => out.push(CONTROL_TERM_QUERY),
-        Control::TermAnswer { term } => {
+        Control::TermAnswer { term, commit } => {
             out.push(CONTROL_TERM_ANSWER);
             out.extend_from_slice(&term.to_be_bytes());
+            out.extend_from_slice(&commit.to_be_bytes());
         }
     }
 }
@@ -586,11 +587,14 @@ fn decode_control(body: &[u8]) -> Result<Control, PeerError> {
     match (body.first().copied(), body.len()) {
         (Some(CONTROL_TERM_QUERY), CONTROL_TERM_QUERY_BYTES) => Ok(Control::TermQuery),
         (Some(CONTROL_TERM_ANSWER), CONTROL_TERM_ANSWER_BYTES) => {
-            let term = body[1..]
-                .try_into()
-                .map(u64::from_be_bytes)
-                .map_err(|_| bad())?;
-            Ok(Control::TermAnswer { term })
+            let field = |at: usize| -> Result<u64, PeerError> {
+                let bytes = body[at..at + 8].try_into().map_err(|_| bad())?;
+                Ok(u64::from_be_bytes(bytes))
+            };
+            Ok(Control::TermAnswer {
+                term: field(1)?,
+                commit: field(9)?,
+            })
         }
         _ => Err(bad()),
     }
@@ -1162,7 +1166,10 @@ mod tests {
                 let control = if i % 2 == 0 {
                     Control::TermQuery
                 } else {
-                    Control::TermAnswer { term: i << 40 }
+                    Control::TermAnswer {
+                        term: i << 40,
+                        commit: i,
+                    }
                 };
                 assert!(transport.send_control(to, control));
                 expected.push((from, format!("{control:?}")));

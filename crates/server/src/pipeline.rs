@@ -32,14 +32,14 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::reply;
+use crate::shared::{Committed, Published, Shared, WatchEvent};
+use crate::watch::{ConnectionId, WatchKind};
 
 /// Bytes of child names in one page of Paddock's paginated getChildren,
 /// whatever count the client asked for: a page stays far below any
 /// client's frame limit (ZooKeeper's Java client takes 1 MiB), and the
 /// time it holds the published tree stays short.
 const CHILDREN_PAGE_BYTES_MAX: usize = 256 << 10;
-use crate::shared::{Committed, Published, Shared, WatchEvent};
-use crate::watch::{ConnectionId, WatchKind};
 
 /// What a request becomes, in the order the session sent it.
 pub enum Step {
