@@ -227,7 +227,7 @@ def test_one_shot_errors_and_exit_codes(server):
     assert shell(server, "get", "noslash") == (1, "", "Path must start with / character\n")
     rc, out, err = shell(server, "bogus")
     assert (rc, out) == (127, "")
-    assert err.endswith("Command not found: bogus\n") and "\tls [-s] [-w] [-R] [-p pageSize] path\n" in err
+    assert err.endswith("Command not found: bogus\n") and "\tls [-s] [-w] [-R] path\n" in err
     rc, out, err = shell(server, "help")
     assert rc == 0 and "\tgetAllChildrenNumber path\n" in out
     # No server there: a clear error, quickly.

@@ -33,7 +33,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("getEphemerals", "path"),
     ("help", ""),
     ("history", ""),
-    ("ls", "[-s] [-w] [-R] [-p pageSize] path"),
+    ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
     ("redo", "cmdno"),
@@ -44,6 +44,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("sync", "path"),
     ("whoami", ""),
 ];
+
+/// Options zkCli does not have, listed after its commands so that every
+/// usage line zkCli prints stays the same here.
+const EXTENSIONS: &[&str] =
+    &["ls [-s] -p pageSize path # the children page by page, a name a line (Paddock only)"];
 
 /// The first line of the command list.
 const USAGE_HEADER: &str =
@@ -64,6 +69,10 @@ pub fn usage() -> String {
     let mut text = format!("{USAGE_HEADER}\n");
     for (name, options) in COMMANDS {
         text.push_str(&format!("\t{name} {options}\n"));
+    }
+    text.push_str("Paddock extensions:\n");
+    for line in EXTENSIONS {
+        text.push_str(&format!("\t{line}\n"));
     }
     text
 }
@@ -717,7 +726,7 @@ mod tests {
         assert_eq!(error("set -v -s /a x"), "Missing argument for option: v");
         assert_eq!(error("set -v abc /a x"), "-v argument must be an int value");
         assert_eq!(error("get"), "get [-s] [-w] path");
-        assert_eq!(error("ls -s"), "ls [-s] [-w] [-R] [-p pageSize] path");
+        assert_eq!(error("ls -s"), "ls [-s] [-w] [-R] path");
         assert_eq!(
             error("ls -p 0 /"),
             "-p argument must be a page size of 1 or more"
@@ -733,9 +742,7 @@ mod tests {
         let unknown = parse(&words("bogus /a")).unwrap_err();
         assert_eq!(unknown.code, 127);
         assert!(unknown.message.ends_with("Command not found: bogus"));
-        assert!(unknown
-            .message
-            .contains("\tls [-s] [-w] [-R] [-p pageSize] path\n"));
+        assert!(unknown.message.contains("\tls [-s] [-w] [-R] path\n"));
     }
 
     #[test]
@@ -861,6 +868,7 @@ mod tests {
         sorted.sort();
         assert_eq!(names, sorted);
         assert!(usage().contains("\twhoami \n"));
+        assert!(usage().ends_with("Paddock extensions:\n\tls [-s] -p pageSize path # the children page by page, a name a line (Paddock only)\n"));
         assert!(is_command("getAllChildrenNumber") && !is_command("127.0.0.1:2181"));
     }
 }

@@ -389,7 +389,7 @@ async fn session_history_and_errors() {
         assert!(sh
             .ok("help")
             .await
-            .contains("\tls [-s] [-w] [-R] [-p pageSize] path\n"));
+            .contains("\tls [-s] -p pageSize path # the children page by page"));
         let old = sh.run("get /h watch").await;
         assert_eq!(
             (old.out.as_str(), old.err.as_str()),
