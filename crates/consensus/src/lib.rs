@@ -6,6 +6,9 @@
 //! - `node`: [`Consensus`], the handle, and the thread that alone drives
 //!   `RawNode`, sends its messages through a [`Network`] and hands
 //!   committed entries to the state machine.
+//! - `peers`: [`PeerNetwork`], the [`Network`] of an ensemble: raft's
+//!   messages and snapshots to and from the other servers over the
+//!   transport, and the state machine's own payloads.
 //! - `durable`: the raft log on the write-ahead log, and its recovery.
 //! - `fence`: a voter that lost its raft state votes again only in terms
 //!   where it cannot have voted before.
@@ -17,8 +20,9 @@
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
 //! - `status`: role, term and indexes published for monitoring.
-//! - `transport`: [`Transport`], the peer port: raft messages and
-//!   application payloads between servers over long-lived TCP connections.
+//! - `transport`: the peer port: raft messages, control messages, snapshot
+//!   pieces and application payloads between servers over long-lived TCP
+//!   connections.
 //!
 //! Standalone mode is a group of one voter on this same path, with
 //! [`NoPeers`] for its network.
@@ -30,6 +34,7 @@ mod hand_off;
 mod log_store;
 mod log_sync;
 mod node;
+mod peers;
 mod record;
 mod snapshot;
 mod status;
@@ -41,10 +46,9 @@ pub use hand_off::HandOff;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
 };
+pub use peers::PeerNetwork;
 /// Raft's message, as a [`Network`] carries it.
 pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
-pub use transport::{
-    Inbound, Transport, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT,
-};
+pub use transport::{TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

@@ -20,7 +20,9 @@
 //! - Then frames, connector to listener only: `u32` length of what follows,
 //!   `u8` kind, body. Kind 1: a raft `Message` in protobuf; kind 2: an
 //!   application payload, opaque here; kind 3: a [`Control`] message of
-//!   the consensus layer itself (`u8` tag, then its fields).
+//!   the consensus layer itself (`u8` tag, then its fields); kind 4: a
+//!   piece of a snapshot file (`u64` index of the snapshot, `u8` 1 on its
+//!   last piece and 0 before, then the bytes).
 //!
 //! Concurrency constraints, and how they are met:
 //! 1. What one peer sends arrives in the order it was sent: one queue, one
@@ -76,6 +78,9 @@ const FRAME_HEADER_BYTES: usize = LENGTH_BYTES + 1;
 const KIND_RAFT: u8 = 1;
 const KIND_APP: u8 = 2;
 const KIND_CONTROL: u8 = 3;
+const KIND_SNAPSHOT: u8 = 4;
+/// A snapshot piece's index and last-piece flag, before its bytes.
+const SNAPSHOT_PIECE_HEADER_BYTES: usize = 8 + 1;
 /// Tags of the control messages, and their body sizes (tag included).
 const CONTROL_TERM_QUERY: u8 = 1;
 const CONTROL_TERM_ANSWER: u8 = 2;
@@ -120,6 +125,17 @@ pub enum Inbound {
     App { from: u64, payload: Bytes },
     /// A message of the consensus layer from peer `from`.
     Control { from: u64, control: Control },
+    /// The next piece of a snapshot file that peer `from` sends.
+    Snapshot { from: u64, piece: SnapshotPiece },
+}
+
+/// Consecutive bytes of snapshot `index`'s file, in the order they are sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotPiece {
+    pub index: u64,
+    pub data: Bytes,
+    /// No more bytes of this snapshot follow.
+    pub last: bool,
 }
 
 /// Where this server listens and who its peers are. Every server of the
@@ -241,6 +257,7 @@ enum Outbound {
     Raft(Message),
     App(Bytes),
     Control(Control),
+    Snapshot(SnapshotPiece),
 }
 
 impl Transport {
@@ -258,7 +275,7 @@ impl Transport {
 
     /// `start` on a listener already bound, so tests can learn every
     /// server's port before any of them starts.
-    fn start_on(
+    pub(crate) fn start_on(
         listener: TcpListener,
         config: TransportConfig,
         deliver: impl Fn(Inbound) + Send + Sync + 'static,
@@ -365,6 +382,21 @@ impl Transport {
         self.queue(to, Outbound::Control(control))
     }
 
+    /// Queues a piece of a snapshot for one peer; false if it was dropped
+    /// (unknown or unconnected peer, full queue, over `frame_bytes_max`).
+    pub fn send_snapshot_piece(&self, to: u64, piece: SnapshotPiece) -> bool {
+        let frame_bytes = 1 + SNAPSHOT_PIECE_HEADER_BYTES + piece.data.len();
+        if frame_bytes > self.inner.frame_bytes_max {
+            tracing::warn!(
+                peer = to,
+                "dropped a snapshot piece for peer {to}: its frame of {frame_bytes} bytes is over frame_bytes_max ({})",
+                self.inner.frame_bytes_max
+            );
+            return false;
+        }
+        self.queue(to, Outbound::Snapshot(piece))
+    }
+
     fn queue(&self, to: u64, item: Outbound) -> bool {
         let Some(peer) = self.inner.peers.get(&to) else {
             return false;
@@ -384,9 +416,15 @@ impl Transport {
             .map_or(0, |peer| peer.queue.max_capacity() - peer.queue.capacity())
     }
 
-    /// The address the listener is bound to.
+    /// The address the listener is bound to (tests bind port 0).
+    #[cfg(test)]
     pub fn local_addr(&self) -> SocketAddr {
         self.inner.local_addr
+    }
+
+    /// Every peer, in id order.
+    pub fn peers(&self) -> impl Iterator<Item = u64> + '_ {
+        self.inner.peers.keys().copied()
     }
 
     /// Peers with a live outbound connection now, in id order.
@@ -440,6 +478,10 @@ enum PeerError {
     UnknownKind(u8),
     #[error("a control message of {len} bytes with tag {tag} is not one this server knows")]
     BadControl { tag: u8, len: usize },
+    #[error(
+        "a snapshot piece of {len} bytes has no index and last-piece flag (0 or 1) before its data"
+    )]
+    BadSnapshotPiece { len: usize },
     #[error("undecodable raft message: {0}")]
     Undecodable(protobuf::ProtobufError),
     #[error("a raft message claims to come from {claimed} on the connection of peer {peer}")]
@@ -558,6 +600,12 @@ fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
             out[start + LENGTH_BYTES] = KIND_CONTROL;
             encode_control(*control, out);
         }
+        Outbound::Snapshot(piece) => {
+            out[start + LENGTH_BYTES] = KIND_SNAPSHOT;
+            out.extend_from_slice(&piece.index.to_be_bytes());
+            out.push(u8::from(piece.last));
+            out.extend_from_slice(&piece.data);
+        }
     }
     // Sizes were checked against frame_bytes_max (≤ u32::MAX) when queued.
     let Ok(length) = u32::try_from(out.len() - start - LENGTH_BYTES) else {
@@ -577,6 +625,25 @@ fn encode_control(control: Control, out: &mut Vec<u8>) {
             out.extend_from_slice(&commit.to_be_bytes());
         }
     }
+}
+
+/// The piece shares `body`'s buffer: the receiver copies what it keeps.
+fn decode_snapshot_piece(mut body: Bytes) -> Result<SnapshotPiece, PeerError> {
+    let bad = PeerError::BadSnapshotPiece { len: body.len() };
+    if body.len() < SNAPSHOT_PIECE_HEADER_BYTES {
+        return Err(bad);
+    }
+    let index = body.get_u64();
+    let last = match body.get_u8() {
+        0 => false,
+        1 => true,
+        _ => return Err(bad),
+    };
+    Ok(SnapshotPiece {
+        index,
+        data: body,
+        last,
+    })
 }
 
 fn decode_control(body: &[u8]) -> Result<Control, PeerError> {
@@ -993,6 +1060,10 @@ impl Acceptor {
                 from: peer,
                 control: decode_control(&body)?,
             }),
+            KIND_SNAPSHOT => Ok(Inbound::Snapshot {
+                from: peer,
+                piece: decode_snapshot_piece(body)?,
+            }),
             other => Err(PeerError::UnknownKind(other)),
         }
     }
@@ -1150,10 +1221,11 @@ mod tests {
             }
             Inbound::App { from, payload } => (*from, String::from_utf8(payload.to_vec()).unwrap()),
             Inbound::Control { from, control } => (*from, format!("{control:?}")),
+            Inbound::Snapshot { from, piece } => (*from, format!("{piece:?}")),
         }
     }
 
-    /// Sends `count` items mixing raft, app and control from `from` to
+    /// Sends `count` items mixing raft, app, control and snapshot pieces from `from` to
     /// `to`, returning what the receiver should see.
     fn send_mixed(transport: &Transport, from: u64, to: u64, count: u64) -> Vec<(u64, String)> {
         let mut expected = Vec::new();
@@ -1173,6 +1245,14 @@ mod tests {
                 };
                 assert!(transport.send_control(to, control));
                 expected.push((from, format!("{control:?}")));
+            } else if i % 7 == 6 {
+                let piece = SnapshotPiece {
+                    index: i,
+                    data: Bytes::from(vec![i as u8; i as usize]),
+                    last: i % 2 == 0,
+                };
+                assert!(transport.send_snapshot_piece(to, piece.clone()));
+                expected.push((from, format!("{piece:?}")));
             } else {
                 assert_eq!(
                     transport.send_raft(vec![append(from, to, i)]),
@@ -1442,8 +1522,8 @@ mod tests {
             traffic_flows!();
 
             // An unknown kind, an undecodable body, control messages of an
-            // unknown tag or the wrong size, an empty frame, a frame cut
-            // short.
+            // unknown tag or the wrong size, snapshot pieces without their
+            // header or with a bad flag, an empty frame, a frame cut short.
             let bad_frames = [
                 raw_frame(7, b"what"),
                 raw_frame(KIND_RAFT, &[0xFF; 16]),
@@ -1451,6 +1531,8 @@ mod tests {
                 raw_frame(KIND_CONTROL, &[CONTROL_TERM_QUERY, 0]),
                 raw_frame(KIND_CONTROL, &[CONTROL_TERM_ANSWER, 0, 0, 0, 0]),
                 raw_frame(KIND_CONTROL, &[]),
+                raw_frame(KIND_SNAPSHOT, &[0; 8]),
+                raw_frame(KIND_SNAPSHOT, &[0, 0, 0, 0, 0, 0, 0, 1, 2, b'x']),
                 0u32.to_be_bytes().to_vec(),
                 raw_frame(KIND_APP, b"cut short")[..8].to_vec(),
             ];

@@ -286,9 +286,9 @@ async fn establish(
                     crate::session::session_timeout(timeout_ms),
                     Instant::now(),
                 );
-                if let Some((ensemble, network)) = &shared.peers {
+                if let Some((_, network)) = &shared.peers {
                     let moved = crate::ensemble::PeerNote::SessionMoved(connect.session_id);
-                    crate::ensemble::broadcast(network, ensemble, &moved);
+                    crate::ensemble::broadcast(network, &moved);
                 }
                 (connect.session_id, password)
             }

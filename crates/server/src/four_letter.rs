@@ -249,10 +249,7 @@ fn peer_values(shared: &Shared) -> Vec<(&'static str, String)> {
         ("zk_looking_count", leader_changes.to_string()),
     ];
     if mode(shared) == "leader" {
-        let connected = network
-            .transport()
-            .map(|t| t.connected_peers())
-            .unwrap_or_default();
+        let connected = network.connected_peers();
         let voters = connected
             .iter()
             .filter(|id| ensemble.voters.contains(id))

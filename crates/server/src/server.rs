@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consensus::{Consensus, HandOff, Inbound, Role, Snapshots, Transport, TransportConfig};
+use consensus::{Consensus, HandOff, PeerNetwork, Role, Snapshots};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tree::{DataTree, Txn, TxnOp};
 
 use crate::apply::{ApplyError, ApplyLoop};
 use crate::config::{ConfigError, ServerConfig};
-use crate::ensemble::{Ensemble, PeerNetwork, PeerNote};
+use crate::ensemble::{Ensemble, PeerNote};
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::SnapshotSchedule;
@@ -114,12 +114,9 @@ pub async fn run(
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
-    let network = ensemble.as_ref().map(|_| {
-        Arc::new(PeerNetwork::new(
-            snapshots.clone(),
-            tokio::runtime::Handle::current(),
-        ))
-    });
+    let network = ensemble
+        .as_ref()
+        .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let consensus = Consensus::start(
         consensus::Config {
@@ -162,7 +159,7 @@ pub async fn run(
         config,
     });
     if let Some((ensemble, network)) = &shared.peers {
-        start_peer_transport(&shared, ensemble, network, snapshots.clone()).await?;
+        start_peer_transport(&shared, ensemble, network).await?;
     }
 
     let snapshot_schedule = SnapshotSchedule::new(
@@ -211,10 +208,8 @@ pub async fn run(
         handle.kill.cancel();
     }
     shared.consensus.shutdown();
-    // The transport holds a consensus handle and consensus holds the
-    // transport: neither drop ends the other, so stop it explicitly.
-    if let Some(transport) = shared.peers.as_ref().and_then(|(_, n)| n.transport()) {
-        transport.shutdown().await;
+    if let Some((_, network)) = &shared.peers {
+        network.shutdown().await;
     }
     result
 }
@@ -312,58 +307,28 @@ fn load_snapshot(
     Ok((tree, Some(meta)))
 }
 
-/// What a peer sent that the consensus thread does not take directly.
-enum PeerInbound {
-    Note {
-        from: u64,
-        payload: bytes::Bytes,
-    },
-    /// Raft's snapshot message, stepped once the snapshot's bytes, sent
-    /// just before it, are durable here.
-    Snapshot(consensus::Message),
-}
-
-/// Starts the peer transport: raft messages go to consensus, notes and
-/// snapshots to [`receive_from_peers`].
+/// Starts the peer transport: raft's messages and snapshots go to
+/// consensus, notes to [`receive_notes`].
 async fn start_peer_transport(
     shared: &Arc<Shared>,
     ensemble: &Ensemble,
-    network: &PeerNetwork,
-    snapshots: Arc<Snapshots>,
+    network: &Arc<PeerNetwork>,
 ) -> Result<(), ServerError> {
-    let (inbound_tx, inbound) = mpsc::unbounded_channel();
-    let consensus = shared.consensus.clone();
-    let transport = Transport::start(
-        TransportConfig {
-            id: ensemble.my_id,
-            listen: ensemble.listen,
-            peers: ensemble.peers.clone(),
-            ..TransportConfig::default()
-        },
-        move |inbound| match inbound {
-            Inbound::Raft(message)
-                if message.get_msg_type() == consensus::MessageType::MsgSnapshot =>
-            {
-                let _ = inbound_tx.send(PeerInbound::Snapshot(message));
-            }
-            Inbound::Raft(message) => {
-                let _ = consensus.step(message);
-            }
-            Inbound::App { from, payload } => {
-                let _ = inbound_tx.send(PeerInbound::Note { from, payload });
-            }
-            Inbound::Control { from, control } => {
-                let _ = consensus.control(from, control);
-            }
-        },
-    )
-    .await
-    .map_err(|source| ServerError::Listen {
-        addr: ensemble.listen,
-        source,
-    })?;
-    network.bind(transport);
-    tokio::spawn(receive_from_peers(shared.clone(), snapshots, inbound));
+    let (notes_tx, notes) = mpsc::unbounded_channel();
+    network
+        .start(
+            ensemble.transport_config(),
+            shared.consensus.clone(),
+            move |from, payload| {
+                let _ = notes_tx.send((from, payload));
+            },
+        )
+        .await
+        .map_err(|source| ServerError::Listen {
+            addr: ensemble.listen,
+            source,
+        })?;
+    tokio::spawn(receive_notes(shared.clone(), notes));
     tracing::info!(
         id = ensemble.my_id,
         listen = %ensemble.listen,
@@ -373,85 +338,17 @@ async fn start_peer_transport(
     Ok(())
 }
 
-/// A snapshot being received from a peer: chunks go to a blocking task
-/// that writes them into the snapshot directory.
-struct SnapshotImport {
-    index: u64,
-    chunks: std::sync::mpsc::Sender<Option<bytes::Bytes>>,
-    written: tokio::task::JoinHandle<Result<(), consensus::Error>>,
-}
-
-/// Handles, in the order each peer sent them, notes and snapshots.
-async fn receive_from_peers(
+/// Acts on the peers' notes, in the order each peer sent them.
+async fn receive_notes(
     shared: Arc<Shared>,
-    snapshots: Arc<Snapshots>,
-    mut inbound: mpsc::UnboundedReceiver<PeerInbound>,
+    mut notes: mpsc::UnboundedReceiver<(u64, bytes::Bytes)>,
 ) {
-    let mut imports: HashMap<u64, SnapshotImport> = HashMap::new();
-    while let Some(item) = inbound.recv().await {
-        match item {
-            PeerInbound::Note { from, payload } => match PeerNote::decode(payload) {
-                Some(PeerNote::SnapshotChunk { index, data }) => {
-                    let import = imports
-                        .entry(from)
-                        .and_modify(|import| {
-                            if import.index != index {
-                                // A newer snapshot replaces an unfinished one;
-                                // dropping the old sender aborts its write.
-                                *import = start_import(&shared, &snapshots, index);
-                            }
-                        })
-                        .or_insert_with(|| start_import(&shared, &snapshots, index));
-                    let _ = import.chunks.send(Some(data));
-                }
-                Some(PeerNote::SnapshotEnd { index }) => {
-                    if let Some(import) = imports.get(&from).filter(|i| i.index == index) {
-                        let _ = import.chunks.send(None);
-                    }
-                }
-                Some(PeerNote::SessionsHeard(ids)) => sessions_heard(&shared, ids),
-                Some(PeerNote::SessionMoved(id)) => session_moved(&shared, id),
-                None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
-            },
-            PeerInbound::Snapshot(message) => {
-                let index = message.get_snapshot().get_metadata().index;
-                let Some(import) = imports.remove(&message.from).filter(|i| i.index == index)
-                else {
-                    tracing::warn!(
-                        peer = message.from,
-                        index,
-                        "ignoring a snapshot message whose bytes did not arrive"
-                    );
-                    continue;
-                };
-                match import.written.await {
-                    Ok(Ok(())) => {
-                        tracing::info!(peer = message.from, index, "snapshot received");
-                        let _ = shared.consensus.step(message);
-                    }
-                    Ok(Err(error)) => tracing::warn!(
-                        peer = message.from,
-                        index,
-                        "snapshot not installed: {error}"
-                    ),
-                    Err(join) => {
-                        tracing::warn!(peer = message.from, index, "snapshot writer failed: {join}")
-                    }
-                }
-            }
+    while let Some((from, payload)) = notes.recv().await {
+        match PeerNote::decode(payload) {
+            Some(PeerNote::SessionsHeard(ids)) => sessions_heard(&shared, ids),
+            Some(PeerNote::SessionMoved(id)) => session_moved(&shared, id),
+            None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
         }
-    }
-}
-
-fn start_import(shared: &Shared, snapshots: &Arc<Snapshots>, index: u64) -> SnapshotImport {
-    let (chunks, received) = std::sync::mpsc::channel();
-    let snapshots = snapshots.clone();
-    let retain = shared.config.snapshots_retained();
-    let written = tokio::task::spawn_blocking(move || snapshots.install(index, retain, received));
-    SnapshotImport {
-        index,
-        chunks,
-        written,
     }
 }
 
@@ -616,9 +513,7 @@ fn report_sessions_heard(shared: &Shared) {
     if heard.is_empty() || leader == 0 {
         return;
     }
-    if let Some(transport) = network.transport() {
-        transport.send_app(leader, PeerNote::SessionsHeard(heard).encode());
-    }
+    network.send_app(leader, PeerNote::SessionsHeard(heard).encode());
 }
 
 /// Proposes `closeSession` for sessions whose clients fell silent.

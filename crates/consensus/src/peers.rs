@@ -1,0 +1,585 @@
+//! Raft's network across the servers of an ensemble. [`PeerNetwork`]
+//! carries raft's messages, the fence's control messages and snapshots over
+//! the [`Transport`], and takes in what the peers send: raft's messages and
+//! control go to the consensus thread; a snapshot's file arrives in pieces
+//! just before raft's snapshot message, is written into the snapshot store
+//! as it comes, and the message is stepped only once the file is durable
+//! here; application payloads (the state machine's own notes) go to the
+//! caller.
+//!
+//! A snapshot stream runs on a blocking thread and paces itself on the
+//! peer's queue, so what it holds in memory stays near
+//! `SNAPSHOT_PIECES_IN_FLIGHT` pieces whatever the snapshot's size.
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use raft::prelude::{Message, MessageType};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::fence::Control;
+use crate::node::{Consensus, Network, SnapshotSent};
+use crate::snapshot::Snapshots;
+use crate::transport::{Inbound, SnapshotPiece, Transport, TransportConfig};
+use crate::Error;
+
+/// Bytes of snapshot file per piece on the peer connection.
+const SNAPSHOT_PIECE_BYTES: usize = 1 << 20;
+/// Pieces a snapshot stream may have queued for its peer.
+const SNAPSHOT_PIECES_IN_FLIGHT: usize = 8;
+/// A snapshot stream that cannot queue a piece for this long gives up;
+/// raft tries again.
+const SNAPSHOT_STALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a paced stream looks at its peer's queue again.
+const SNAPSHOT_PACE_POLL: Duration = Duration::from_millis(2);
+
+/// Raft's network over the peer transport. The transport starts after the
+/// consensus thread (its inbound side steps that thread), so messages raft
+/// sends before [`PeerNetwork::start`] are dropped; raft sends again.
+pub struct PeerNetwork {
+    transport: OnceLock<Transport>,
+    snapshots: Arc<Snapshots>,
+    /// How many snapshots the store keeps when one arrives.
+    snapshots_retained: usize,
+    /// Snapshot streams run on this runtime's blocking threads; raft asks
+    /// for them from the consensus thread.
+    runtime: tokio::runtime::Handle,
+}
+
+/// Where what the peers send goes.
+struct Inlets {
+    raft: Box<dyn Fn(Message) + Send + Sync>,
+    control: Box<dyn Fn(u64, Control) + Send + Sync>,
+    app: Box<dyn Fn(u64, Bytes) + Send + Sync>,
+}
+
+impl PeerNetwork {
+    /// Call within a tokio runtime.
+    pub fn new(snapshots: Arc<Snapshots>, snapshots_retained: usize) -> Arc<Self> {
+        Arc::new(Self {
+            transport: OnceLock::new(),
+            snapshots,
+            snapshots_retained,
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    /// Binds the peer port and starts carrying messages: raft's and the
+    /// control messages to `consensus`, application payloads to `app`
+    /// (called on the transport's tasks in the order each peer sent them;
+    /// it must not block).
+    pub async fn start<W: Send + 'static>(
+        self: &Arc<Self>,
+        config: TransportConfig,
+        consensus: Consensus<W>,
+        app: impl Fn(u64, Bytes) + Send + Sync + 'static,
+    ) -> io::Result<()> {
+        let control = consensus.clone();
+        self.start_with(
+            config,
+            Inlets {
+                // A stopped consensus thread takes nothing more; the server
+                // notices it stopping on its own.
+                raft: Box::new(move |message| {
+                    let _ = consensus.step(message);
+                }),
+                control: Box::new(move |from, message| {
+                    let _ = control.control(from, message);
+                }),
+                app: Box::new(app),
+            },
+        )
+        .await
+    }
+
+    async fn start_with(
+        self: &Arc<Self>,
+        config: TransportConfig,
+        inlets: Inlets,
+    ) -> io::Result<()> {
+        let inlets = Arc::new(inlets);
+        let (arriving_tx, arriving) = mpsc::unbounded_channel();
+        let transport = Transport::start(config, deliver(inlets.clone(), arriving_tx)).await?;
+        self.bind(transport, inlets, arriving);
+        Ok(())
+    }
+
+    fn bind(
+        &self,
+        transport: Transport,
+        inlets: Arc<Inlets>,
+        arriving: mpsc::UnboundedReceiver<Arriving>,
+    ) {
+        let _ = self.transport.set(transport);
+        let inbox = SnapshotInbox {
+            snapshots: self.snapshots.clone(),
+            retained: self.snapshots_retained,
+            imports: HashMap::new(),
+        };
+        tokio::spawn(inbox.run(arriving, move |message| (inlets.raft)(message)));
+    }
+
+    /// Queues an application payload for peer `to`; false if it was
+    /// dropped (not started, unknown or unconnected peer, full queue).
+    pub fn send_app(&self, to: u64, payload: Bytes) -> bool {
+        self.transport
+            .get()
+            .is_some_and(|transport| transport.send_app(to, payload))
+    }
+
+    /// Peers with a live outbound connection now, in id order.
+    pub fn connected_peers(&self) -> Vec<u64> {
+        self.transport
+            .get()
+            .map(Transport::connected_peers)
+            .unwrap_or_default()
+    }
+
+    /// Stops the transport and waits for its tasks, so the peer port is
+    /// free again. The transport holds a consensus handle and consensus
+    /// holds this network: neither drop ends the other.
+    pub async fn shutdown(&self) {
+        if let Some(transport) = self.transport.get() {
+            transport.shutdown().await;
+        }
+    }
+
+    /// Queues an application payload for every peer, where it can.
+    pub fn broadcast_app(&self, payload: Bytes) {
+        if let Some(transport) = self.transport.get() {
+            for peer in transport.peers() {
+                transport.send_app(peer, payload.clone());
+            }
+        }
+    }
+}
+
+impl Network for PeerNetwork {
+    fn send(&self, messages: Vec<Message>) -> Vec<u64> {
+        match self.transport.get() {
+            Some(transport) => transport.send_raft(messages),
+            None => {
+                let mut unreachable: Vec<u64> = messages.iter().map(|m| m.to).collect();
+                unreachable.sort_unstable();
+                unreachable.dedup();
+                unreachable
+            }
+        }
+    }
+
+    fn send_control(&self, to: u64, control: Control) -> bool {
+        self.transport
+            .get()
+            .is_some_and(|transport| transport.send_control(to, control))
+    }
+
+    fn send_snapshot(&self, message: Message, done: SnapshotSent) {
+        let Some(transport) = self.transport.get().cloned() else {
+            done(false);
+            return;
+        };
+        let snapshots = self.snapshots.clone();
+        self.runtime.spawn_blocking(move || {
+            let to = message.to;
+            let index = message.get_snapshot().get_metadata().index;
+            match stream_snapshot(&transport, &snapshots, to, index) {
+                Ok(()) => done(transport.send_raft(vec![message]).is_empty()),
+                Err(reason) => {
+                    tracing::warn!(
+                        peer = to,
+                        index,
+                        "sending a snapshot failed: {reason}; raft will try again"
+                    );
+                    done(false);
+                }
+            }
+        });
+    }
+}
+
+/// Sorts what arrives: raft's snapshot message and snapshot pieces to the
+/// snapshot inbox (in the order they came), everything else to its inlet.
+fn deliver(
+    inlets: Arc<Inlets>,
+    arriving: mpsc::UnboundedSender<Arriving>,
+) -> impl Fn(Inbound) + Send + Sync + 'static {
+    move |inbound| match inbound {
+        Inbound::Raft(message) if message.get_msg_type() == MessageType::MsgSnapshot => {
+            let _ = arriving.send(Arriving::Message(message));
+        }
+        Inbound::Raft(message) => (inlets.raft)(message),
+        Inbound::Control { from, control } => (inlets.control)(from, control),
+        Inbound::App { from, payload } => (inlets.app)(from, payload),
+        Inbound::Snapshot { from, piece } => {
+            let _ = arriving.send(Arriving::Piece { from, piece });
+        }
+    }
+}
+
+/// Streams the file of snapshot `index` to `to` piece by piece, pacing on
+/// the peer's queue. Blocking: run it off the async workers.
+fn stream_snapshot(
+    transport: &Transport,
+    snapshots: &Snapshots,
+    to: u64,
+    index: u64,
+) -> Result<(), String> {
+    let (found, mut reader) = snapshots
+        .latest_raw()
+        .map_err(|e| e.to_string())?
+        .ok_or("no snapshot on disk")?;
+    if found != index {
+        return Err(format!(
+            "raft asked for snapshot {index}, the newest is {found}"
+        ));
+    }
+    let mut buf = vec![0u8; SNAPSHOT_PIECE_BYTES];
+    let mut sent_bytes = 0u64;
+    loop {
+        let read = read_full(&mut reader, &mut buf).map_err(|e| e.to_string())?;
+        // A short read is the end of the file (an exact multiple of the
+        // piece size ends with an empty last piece).
+        let piece = SnapshotPiece {
+            index,
+            data: Bytes::copy_from_slice(&buf[..read]),
+            last: read < buf.len(),
+        };
+        let last = piece.last;
+        queue_paced(transport, to, piece)?;
+        sent_bytes += read as u64;
+        if last {
+            break;
+        }
+    }
+    tracing::info!(peer = to, index, bytes = sent_bytes, "snapshot sent");
+    Ok(())
+}
+
+fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match reader.read(&mut buf[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+fn queue_paced(transport: &Transport, to: u64, piece: SnapshotPiece) -> Result<(), String> {
+    let started = Instant::now();
+    loop {
+        if transport.queued_frames(to) < SNAPSHOT_PIECES_IN_FLIGHT
+            && transport.send_snapshot_piece(to, piece.clone())
+        {
+            return Ok(());
+        }
+        if started.elapsed() > SNAPSHOT_STALL_TIMEOUT {
+            return Err(format!(
+                "peer {to} took no snapshot data for {SNAPSHOT_STALL_TIMEOUT:?}"
+            ));
+        }
+        std::thread::sleep(SNAPSHOT_PACE_POLL);
+    }
+}
+
+/// A snapshot's pieces and raft's message for it, in the order their peer
+/// sent them.
+enum Arriving {
+    Piece { from: u64, piece: SnapshotPiece },
+    Message(Message),
+}
+
+/// Snapshots arriving from peers, at most one per peer at a time.
+struct SnapshotInbox {
+    snapshots: Arc<Snapshots>,
+    retained: usize,
+    imports: HashMap<u64, Import>,
+}
+
+/// A snapshot being written: pieces go to a blocking task that writes them
+/// into the store; `None` ends it, and dropping the sender aborts it.
+struct Import {
+    index: u64,
+    pieces: std::sync::mpsc::Sender<Option<Bytes>>,
+    written: JoinHandle<Result<(), Error>>,
+}
+
+impl SnapshotInbox {
+    async fn run(
+        mut self,
+        mut arriving: mpsc::UnboundedReceiver<Arriving>,
+        step: impl Fn(Message),
+    ) {
+        while let Some(item) = arriving.recv().await {
+            match item {
+                Arriving::Piece { from, piece } => self.piece(from, piece),
+                Arriving::Message(message) => {
+                    if self.written(&message).await {
+                        step(message);
+                    }
+                }
+            }
+        }
+    }
+
+    fn piece(&mut self, from: u64, piece: SnapshotPiece) {
+        let current = self.imports.get(&from).map(|import| import.index);
+        if current != Some(piece.index) {
+            // A newer snapshot replaces an unfinished one; dropping the old
+            // sender aborts its write.
+            self.imports.insert(from, self.start(piece.index));
+        }
+        let import = &self.imports[&from];
+        // A copy: the piece shares the peer connection's read buffer, which
+        // must not stay pinned while the piece waits for the disk.
+        let _ = import
+            .pieces
+            .send(Some(Bytes::copy_from_slice(&piece.data)));
+        if piece.last {
+            let _ = import.pieces.send(None);
+        }
+    }
+
+    fn start(&self, index: u64) -> Import {
+        let (pieces, received) = std::sync::mpsc::channel();
+        let snapshots = self.snapshots.clone();
+        let retained = self.retained;
+        let written =
+            tokio::task::spawn_blocking(move || snapshots.install(index, retained, received));
+        Import {
+            index,
+            pieces,
+            written,
+        }
+    }
+
+    /// Whether the file raft's snapshot `message` names arrived whole and
+    /// is durable here.
+    async fn written(&mut self, message: &Message) -> bool {
+        let from = message.from;
+        let index = message.get_snapshot().get_metadata().index;
+        let Some(import) = self.imports.remove(&from).filter(|i| i.index == index) else {
+            tracing::warn!(
+                peer = from,
+                index,
+                "ignoring a snapshot message whose file did not arrive"
+            );
+            return false;
+        };
+        match import.written.await {
+            Ok(Ok(())) => {
+                tracing::info!(peer = from, index, "snapshot received");
+                true
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(peer = from, index, "snapshot not installed: {error}");
+                false
+            }
+            Err(join) => {
+                tracing::warn!(peer = from, index, "snapshot writer failed: {join}");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::SnapshotMeta;
+    use tokio::net::TcpListener;
+    use tokio::sync::mpsc::UnboundedReceiver;
+
+    const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
+
+    struct Server {
+        network: Arc<PeerNetwork>,
+        snapshots: Arc<Snapshots>,
+        raft: UnboundedReceiver<Message>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Servers 1 and 2 on loopback, each with its own snapshot store.
+    async fn pair() -> (Server, Server) {
+        let listeners = [
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+            TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        ];
+        let addrs: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let mut servers = Vec::new();
+        for (i, listener) in listeners.into_iter().enumerate() {
+            let id = i as u64 + 1;
+            let other = 3 - id;
+            let dir = tempfile::tempdir().unwrap();
+            let snapshots = Arc::new(Snapshots::open(dir.path()).unwrap());
+            let network = PeerNetwork::new(snapshots.clone(), 2);
+            let (raft_tx, raft) = mpsc::unbounded_channel();
+            let inlets = Arc::new(Inlets {
+                raft: Box::new(move |message| {
+                    let _ = raft_tx.send(message);
+                }),
+                control: Box::new(|_, _| {}),
+                app: Box::new(|_, _| {}),
+            });
+            let (arriving_tx, arriving) = mpsc::unbounded_channel();
+            let config = TransportConfig::new(
+                id,
+                addrs[i],
+                HashMap::from([(other, addrs[other as usize - 1])]),
+            );
+            let transport =
+                Transport::start_on(listener, config, deliver(inlets.clone(), arriving_tx))
+                    .unwrap();
+            network.bind(transport, inlets, arriving);
+            servers.push(Server {
+                network,
+                snapshots,
+                raft,
+                _dir: dir,
+            });
+        }
+        let second = servers.pop().unwrap();
+        (servers.pop().unwrap(), second)
+    }
+
+    fn save(snapshots: &Snapshots, index: u64, body: &[u8]) {
+        let meta = SnapshotMeta {
+            index,
+            term: 1,
+            voters: vec![1, 2],
+            learners: vec![],
+        };
+        snapshots.save(&meta, 2, |out| out.write_all(body)).unwrap();
+    }
+
+    fn raw_bytes(snapshots: &Snapshots) -> (u64, Vec<u8>) {
+        let (index, mut reader) = snapshots.latest_raw().unwrap().unwrap();
+        let mut bytes = Vec::new();
+        reader.read_to_end(&mut bytes).unwrap();
+        (index, bytes)
+    }
+
+    fn snapshot_message(index: u64) -> Message {
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgSnapshot);
+        message.from = 1;
+        message.to = 2;
+        message.mut_snapshot().mut_metadata().index = index;
+        message
+    }
+
+    async fn sent(network: &PeerNetwork, message: Message) -> bool {
+        loop {
+            let (done_tx, done) = tokio::sync::oneshot::channel();
+            network.send_snapshot(
+                message.clone(),
+                Box::new(move |ok| {
+                    let _ = done_tx.send(ok);
+                }),
+            );
+            if done.await.unwrap() {
+                return true;
+            }
+            // Not connected yet: raft would try again too.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn next(raft: &mut UnboundedReceiver<Message>) -> Message {
+        tokio::time::timeout(EVENT_TIMEOUT, raft.recv())
+            .await
+            .expect("raft's message did not arrive in time")
+            .unwrap()
+    }
+
+    /// Bytes that differ from piece to piece, so a lost or reordered piece
+    /// shows.
+    fn body(len: usize) -> Vec<u8> {
+        (0..len).map(|i| (i / 7 % 251) as u8).collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_file_arrives_whole_before_its_message_is_stepped() {
+        let (leader, mut follower) = pair().await;
+        // Under one piece, several pieces, and exactly two pieces (which
+        // ends with an empty last piece).
+        let overhead = {
+            save(&leader.snapshots, 1, b"");
+            raw_bytes(&leader.snapshots).1.len()
+        };
+        let sizes = [
+            1000,
+            3 * SNAPSHOT_PIECE_BYTES + 12345,
+            2 * SNAPSHOT_PIECE_BYTES - overhead,
+        ];
+        for (index, size) in (10..).zip(sizes) {
+            save(&leader.snapshots, index, &body(size));
+            assert!(sent(&leader.network, snapshot_message(index)).await);
+            let stepped = next(&mut follower.raft).await;
+            assert_eq!(stepped.get_snapshot().get_metadata().index, index);
+            assert_eq!(raw_bytes(&follower.snapshots), raw_bytes(&leader.snapshots));
+        }
+        assert_eq!(
+            raw_bytes(&leader.snapshots).1.len(),
+            2 * SNAPSHOT_PIECE_BYTES
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_snapshot_message_without_its_file_is_not_stepped() {
+        let (leader, mut follower) = pair().await;
+        save(&leader.snapshots, 7, &body(5000));
+        assert!(sent(&leader.network, snapshot_message(7)).await);
+        next(&mut follower.raft).await;
+        // Raft's message for a snapshot whose file never came, then a real
+        // one: only the real one reaches raft.
+        let transport = leader.network.transport.get().unwrap();
+        assert!(transport.send_raft(vec![snapshot_message(8)]).is_empty());
+        save(&leader.snapshots, 9, &body(5000));
+        assert!(sent(&leader.network, snapshot_message(9)).await);
+        assert_eq!(
+            next(&mut follower.raft)
+                .await
+                .get_snapshot()
+                .get_metadata()
+                .index,
+            9
+        );
+        assert_eq!(raw_bytes(&follower.snapshots).0, 9);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_newer_snapshot_replaces_an_unfinished_one() {
+        let (leader, mut follower) = pair().await;
+        let transport = leader.network.transport.get().unwrap().clone();
+        let piece = |index, data: &[u8], last| SnapshotPiece {
+            index,
+            data: Bytes::copy_from_slice(data),
+            last,
+        };
+        save(&leader.snapshots, 20, &body(3000));
+        let (_, whole) = raw_bytes(&leader.snapshots);
+        // Half of snapshot 19, never finished, then all of 20.
+        loop {
+            if transport.send_snapshot_piece(2, piece(19, &whole[..100], false)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(sent(&leader.network, snapshot_message(20)).await);
+        assert_eq!(
+            next(&mut follower.raft)
+                .await
+                .get_snapshot()
+                .get_metadata()
+                .index,
+            20
+        );
+        assert_eq!(raw_bytes(&follower.snapshots), (20, whole));
+    }
+}
