@@ -23,10 +23,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use jute::{
     Acl, AddWatchMode, AddWatchRequest, ClientInfo, CreateMode, CreateRequest, CreateTTLRequest,
-    ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildren2Response,
-    GetChildrenPageResponse, GetChildrenResponse, GetDataResponse, GetEphemeralsResponse, Id,
-    MultiOp, MultiResponse, MultiResult, OpCode, ReadOp, Request, SetACLRequest, SetDataRequest,
-    StatResponse, SyncResponse, WatcherType, WhoAmIResponse,
+    ErrorCode, GetACLResponse, GetAllChildrenNumberResponse, GetChildrenPageResponse,
+    GetDataResponse, GetEphemeralsResponse, Id, MultiOp, MultiResponse, MultiResult, OpCode,
+    ReadOp, Request, SetACLRequest, SetDataRequest, StatResponse, SyncResponse, WatcherType,
+    WhoAmIResponse,
 };
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{DataTree, Outcome, Txn, TxnOp};
@@ -498,8 +498,75 @@ pub fn answer_read(
 ) -> (Bytes, u64) {
     let mut published = shared.published();
     let number = answers_built.fetch_add(1, Ordering::AcqRel) + 1;
-    let answer = answer_locked(&mut published, session, auth, xid, request, fired);
-    (answer, number)
+    let answer = match request {
+        Request::GetChildren(req) => list_children(&mut published, session, auth, xid, req, false),
+        Request::GetChildren2(req) => list_children(&mut published, session, auth, xid, req, true),
+        request => {
+            return (
+                answer_locked(&mut published, session, auth, xid, request, fired),
+                number,
+            )
+        }
+    };
+    // The names are encoded once the tree is released: for a node of
+    // millions of children that takes seconds, in which the apply loop and
+    // every other reader would otherwise wait.
+    drop(published);
+    (answer.into_frame(), number)
+}
+
+/// A getChildren answer, encoded after the published lock is released.
+enum ChildrenAnswer {
+    Listed {
+        xid: i32,
+        zxid: i64,
+        names: tree::Children,
+        stat: Option<jute::Stat>,
+    },
+    Refused(Bytes),
+}
+
+impl ChildrenAnswer {
+    fn into_frame(self) -> Bytes {
+        match self {
+            ChildrenAnswer::Listed {
+                xid,
+                zxid,
+                names,
+                stat,
+            } => reply::children(xid, zxid, &names, stat.as_ref()),
+            ChildrenAnswer::Refused(frame) => frame,
+        }
+    }
+}
+
+/// getChildren (getChildren2 `with_stat`): an O(1) copy of the names, and
+/// the watch registered, under the published lock.
+fn list_children(
+    published: &mut Published,
+    session: &SessionContext,
+    auth: &[Id],
+    xid: i32,
+    req: jute::GetChildrenRequest,
+    with_stat: bool,
+) -> ChildrenAnswer {
+    let zxid = published.last_zxid;
+    match published.tree.children(&req.path, auth) {
+        Ok((names, stat)) => {
+            if req.watch {
+                published
+                    .watches
+                    .add(session.connection, WatchKind::Child, &req.path);
+            }
+            ChildrenAnswer::Listed {
+                xid,
+                zxid,
+                names,
+                stat: with_stat.then_some(stat),
+            }
+        }
+        Err(err) => ChildrenAnswer::Refused(reply::header_only(xid, zxid, err)),
+    }
 }
 
 fn answer_locked(
@@ -510,9 +577,7 @@ fn answer_locked(
     request: Request,
     fired: &mut Vec<WatchEvent>,
 ) -> Bytes {
-    // getChildren2 is getChildren with the parent's stat; checkWatches is
-    // removeWatches without the removing.
-    let with_stat = matches!(request, Request::GetChildren2(_));
+    // checkWatches is removeWatches without the removing.
     let removing = matches!(request, Request::RemoveWatches(_));
     let zxid = published.last_zxid;
     let tree = &published.tree;
@@ -548,21 +613,6 @@ fn answer_locked(
             }
             Err(err) => error(err),
         },
-        Request::GetChildren(req) | Request::GetChildren2(req) => {
-            match tree.get_children(&req.path, auth) {
-                Ok((children, stat)) => {
-                    if req.watch {
-                        watches.add(connection, WatchKind::Child, &req.path);
-                    }
-                    if with_stat {
-                        reply::with_body(xid, zxid, &GetChildren2Response { children, stat })
-                    } else {
-                        reply::with_body(xid, zxid, &GetChildrenResponse { children })
-                    }
-                }
-                Err(err) => error(err),
-            }
-        }
         Request::GetChildrenPage(req) => {
             let Ok(max_children @ 1..) = usize::try_from(req.max_children) else {
                 return error(ErrorCode::BadArguments);

@@ -1,7 +1,8 @@
 //! Whole reply frames, built on jute's frame encoders.
 
 use bytes::{Bytes, BytesMut};
-use jute::{ErrorCode, KeeperState, Record, ReplyHeader, WatcherEvent};
+use jute::{ErrorCode, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt};
+use tree::Children;
 
 use crate::shared::WatchEvent;
 
@@ -20,6 +21,30 @@ pub fn error_with_body(xid: i32, zxid: i64, err: ErrorCode, body: &impl Record) 
         err: err.code(),
     };
     jute::encode_reply(&mut buf, &header, Some(body));
+    buf.freeze()
+}
+
+/// getChildren's reply (getChildren2's with `stat`), written straight from
+/// the set of names: the same bytes as `with_body` of the response record,
+/// without a `String` per child first.
+pub fn children(xid: i32, zxid: i64, names: &Children, stat: Option<&Stat>) -> Bytes {
+    let names_bytes: usize = names.iter().map(|name| 4 + name.len()).sum();
+    let mut buf = BytesMut::with_capacity(64 + names_bytes);
+    let header = ReplyHeader {
+        xid,
+        zxid,
+        err: ErrorCode::Ok.code(),
+    };
+    jute::encode_frame(&mut buf, |buf| {
+        header.encode(buf);
+        buf.write_i32(jute::jute_len(names.len()));
+        for name in names.iter() {
+            buf.write_string(name);
+        }
+        if let Some(stat) = stat {
+            stat.encode(buf);
+        }
+    });
     buf.freeze()
 }
 
@@ -50,4 +75,49 @@ pub fn bare(body: &impl Record) -> Bytes {
     let mut buf = BytesMut::new();
     jute::encode_frame(&mut buf, |buf| body.encode(buf));
     buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jute::{GetChildren2Response, GetChildrenResponse};
+
+    #[test]
+    fn a_children_reply_is_the_response_record_of_the_same_names() {
+        let mut names = Children::default();
+        for name in ["b", "a", "node-0000000001", "é"] {
+            names.insert(name.into());
+        }
+        let sorted: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let stat = Stat {
+            czxid: 3,
+            num_children: 4,
+            ..Stat::default()
+        };
+        assert_eq!(
+            children(7, 9, &names, None),
+            with_body(
+                7,
+                9,
+                &GetChildrenResponse {
+                    children: sorted.clone()
+                }
+            )
+        );
+        assert_eq!(
+            children(7, 9, &names, Some(&stat)),
+            with_body(
+                7,
+                9,
+                &GetChildren2Response {
+                    children: sorted,
+                    stat
+                }
+            )
+        );
+        assert_eq!(
+            children(1, 2, &Children::default(), None),
+            with_body(1, 2, &GetChildrenResponse { children: vec![] })
+        );
+    }
 }

@@ -60,7 +60,7 @@ mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
-pub use node::TTL_MAX_MS;
+pub use node::{Children, TTL_MAX_MS};
 pub use outcome::{Applied, Outcome, Trigger};
 pub use path::validate_path;
 pub use session::SessionInfo;

@@ -2,13 +2,14 @@
 //! parent's child count is read (its stat, and getAllChildrenNumber), the
 //! children are listed page by page (Paddock's getChildrenPage; ZooKeeper
 //! has no such request) and in the single getChildren reply ZooKeeper
-//! gives, then deleted. Creates and deletes keep `--outstanding` requests
+//! gives (with the longest another session waited meanwhile), then
+//! deleted. Creates and deletes keep `--outstanding` requests
 //! in flight per session; their rate is reported for the first and the
 //! last tenth of each phase, so a slowdown as the node grows shows.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -193,6 +194,42 @@ async fn each_child(
     })
 }
 
+/// Starts a session that asks exists() over and over while `listing`
+/// holds, and answers the longest it waited: whether the server keeps
+/// serving others while it builds and sends a huge reply. It runs on a
+/// thread and runtime of its own, so that decoding the huge reply here
+/// does not hold it up; returns once it is connected.
+async fn probe_while(
+    connect: String,
+    listing: Arc<AtomicBool>,
+) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<Duration>>> {
+    let (connected_tx, connected) = tokio::sync::oneshot::channel();
+    let probe = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        runtime.block_on(async move {
+            let zk = Client::connect(&connect, client::ConnectOptions::new()).await?;
+            let _ = connected_tx.send(());
+            let mut longest = Duration::ZERO;
+            while listing.load(Ordering::Relaxed) {
+                let asked = Instant::now();
+                zk.exists(PARENT).await?;
+                longest = longest.max(asked.elapsed());
+            }
+            zk.close().await;
+            Ok(longest)
+        })
+    });
+    if connected.await.is_err() {
+        return Err(probe
+            .join()
+            .expect("the probe thread panicked")
+            .unwrap_err());
+    }
+    Ok(probe)
+}
+
 /// The parent's child count, from its stat and from getAllChildrenNumber.
 async fn count(zk: &Client, children: usize, rss: Option<u64>) -> anyhow::Result<Row> {
     let began = Instant::now();
@@ -257,15 +294,21 @@ async fn list_paged(zk: &Client, args: &ChildrenArgs) -> anyhow::Result<Row> {
         .metric("longest_page_ms", longest.as_secs_f64() * 1e3))
 }
 
-/// The single getChildren reply, as ZooKeeper clients get it.
+/// The single getChildren reply, as ZooKeeper clients get it, and the
+/// longest another session waited for an answer meanwhile.
 async fn single_reply(connect: &str, children: usize) -> anyhow::Result<Row> {
     let options = client::ConnectOptions::new().max_frame_bytes(SINGLE_REPLY_FRAME_BYTES);
     let zk = Client::connect(connect, options).await?;
+    let listing = Arc::new(AtomicBool::new(true));
+    let probe = probe_while(connect.to_string(), listing.clone()).await?;
     let began = Instant::now();
     let names = zk.get_children(PARENT).await;
     let took = began.elapsed();
+    listing.store(false, Ordering::Relaxed);
+    let others_waited = probe.join().expect("the probe thread panicked")?;
     zk.close().await;
-    let row = Row::new("getChildren, one reply");
+    let row = Row::new("getChildren, one reply")
+        .metric("others_max_ms", others_waited.as_secs_f64() * 1e3);
     Ok(match names {
         Ok(names) => {
             ensure!(
