@@ -497,6 +497,11 @@ mod tests {
             .unwrap()
     }
 
+    /// The index of the next snapshot message stepped.
+    async fn next_snapshot_index(raft: &mut UnboundedReceiver<Message>) -> u64 {
+        next(raft).await.get_snapshot().get_metadata().index
+    }
+
     /// Bytes that differ from piece to piece, so a lost or reordered piece
     /// shows.
     fn body(len: usize) -> Vec<u8> {
@@ -520,8 +525,7 @@ mod tests {
         for (index, size) in (10..).zip(sizes) {
             save(&leader.snapshots, index, &body(size));
             assert!(sent(&leader.network, snapshot_message(index)).await);
-            let stepped = next(&mut follower.raft).await;
-            assert_eq!(stepped.get_snapshot().get_metadata().index, index);
+            assert_eq!(next_snapshot_index(&mut follower.raft).await, index);
             assert_eq!(raw_bytes(&follower.snapshots), raw_bytes(&leader.snapshots));
         }
         assert_eq!(
@@ -542,14 +546,7 @@ mod tests {
         assert!(transport.send_raft(vec![snapshot_message(8)]).is_empty());
         save(&leader.snapshots, 9, &body(5000));
         assert!(sent(&leader.network, snapshot_message(9)).await);
-        assert_eq!(
-            next(&mut follower.raft)
-                .await
-                .get_snapshot()
-                .get_metadata()
-                .index,
-            9
-        );
+        assert_eq!(next_snapshot_index(&mut follower.raft).await, 9);
         assert_eq!(raw_bytes(&follower.snapshots).0, 9);
     }
 
@@ -572,14 +569,7 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         assert!(sent(&leader.network, snapshot_message(20)).await);
-        assert_eq!(
-            next(&mut follower.raft)
-                .await
-                .get_snapshot()
-                .get_metadata()
-                .index,
-            20
-        );
+        assert_eq!(next_snapshot_index(&mut follower.raft).await, 20);
         assert_eq!(raw_bytes(&follower.snapshots), (20, whole));
     }
 }
