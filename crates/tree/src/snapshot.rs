@@ -210,13 +210,12 @@ impl DataTree {
         Ok(tree)
     }
 
-    /// Links a loaded node to its parent (already loaded: parents come
-    /// first) and indexes it, as `DataTree.deserialize` does.
-    /// Adds a node read from a snapshot, whose nodes come in path order
+    /// Adds a node read from a snapshot and indexes it, as ZooKeeper's
+    /// `DataTree.deserialize` does. A snapshot's nodes come in path order
     /// (as `write_snapshot` writes them), which is checked: each path must
-    /// come after the one before, so none is there twice. Its name is
-    /// noted for its parent, which [`Self::adopt_children`] gives all its
-    /// children at once.
+    /// come after the one before, so none is there twice. The node's name
+    /// is noted for its parent, which [`Self::adopt_children`] gives all
+    /// its children at once.
     fn insert_loaded(
         &mut self,
         loading: &mut Loading,
@@ -236,12 +235,12 @@ impl DataTree {
             Some(_) => {
                 let parent_path = path::parent_of(&p)
                     .ok_or_else(|| corrupt(format!("node path {p:?} has no parent")))?;
+                let parent_key = path::lookup_key(parent_path);
                 let name: Arc<str> = Arc::from(path::child_name(&p));
-                match loading.children.get_mut(path::lookup_key(parent_path)) {
+                match loading.children.get_mut(parent_key) {
                     Some(names) => names.push(name),
                     None => {
-                        let key = Arc::from(path::lookup_key(parent_path));
-                        loading.children.insert(key, vec![name]);
+                        loading.children.insert(Arc::from(parent_key), vec![name]);
                     }
                 }
             }
@@ -266,9 +265,11 @@ impl DataTree {
     /// Gives every loaded parent the names of its children.
     fn adopt_children(&mut self, loading: Loading) -> Result<(), SnapshotError> {
         for (parent_path, names) in loading.children {
-            let first = names.first().cloned().unwrap_or_default();
             let parent = self.nodes.get_mut(&parent_path).ok_or_else(|| {
-                corrupt(format!("{parent_path:?}, parent of {first:?}, is missing"))
+                corrupt(format!(
+                    "{parent_path:?}, parent of {:?}, is missing",
+                    names.first()
+                ))
             })?;
             let children = &mut Arc::make_mut(parent).children;
             for name in names {
@@ -279,8 +280,8 @@ impl DataTree {
     }
 }
 
-/// What loading a snapshot keeps until every node is in: looking each
-/// parent up in the whole tree once per child cost a third of a restart.
+/// What loading a snapshot keeps until every node is in, so that a parent
+/// is looked up in the whole tree once rather than once per child.
 #[derive(Default)]
 struct Loading {
     last_path: Option<Arc<str>>,
