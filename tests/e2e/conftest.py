@@ -3,7 +3,8 @@
 - `server`: a shared server (one per run, restarted if a test killed it)
   with the common configuration below; tests isolate themselves under
   their own root path (`root` fixture).
-- `server_factory(config)`: a dedicated server with its own zoo.cfg keys,
+- `server_factory(config, kind=KIND)`: a dedicated server with its own zoo.cfg keys
+  (of the kind under test unless told),
   stopped at teardown (SIGTERM, then SIGKILL).
 - `kazoo_factory(server, **kw)` / `zk`: started kazoo clients, closed at
   teardown.
@@ -122,9 +123,9 @@ def pytest_sessionfinish(session, exitstatus):
 def server_factory(tmp_path):
     started = []
 
-    def make(config=None, start=True, name=None):
+    def make(config=None, start=True, name=None, kind=KIND):
         n = len(started) + 1
-        s = Server(tmp_path / f"server{n}", config, name=name or f"server{n}")
+        s = Server(tmp_path / f"server{n}", config, name=name or f"server{n}", kind=kind)
         started.append(s)
         if start:
             s.start()

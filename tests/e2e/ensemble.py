@@ -71,6 +71,8 @@ class Member:
         self.proc: Optional[subprocess.Popen] = None
         self.stopped = False      # SIGSTOPped
         self.starts = 0
+        # zoo.cfg keys of this member alone (its own HTTP ports, say).
+        self.extra_config: Dict[str, str] = {}
 
     def __repr__(self) -> str:
         state = ("stopped" if self.stopped else "running") if self.running() else "down"
@@ -120,6 +122,7 @@ class Member:
             "admin.enableServer": "false",
         }
         cfg.update(self.ensemble.config)
+        cfg.update(self.extra_config)
         lines = [f"{k}={v}" for k, v in cfg.items()]
         lines += [m.server_line() for m in self.ensemble.members]
         self.config_path.write_text("\n".join(lines) + "\n")

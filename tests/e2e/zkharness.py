@@ -14,6 +14,7 @@ properties (jute.maxbuffer, znode.container.checkIntervalMs, the JAAS file).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -84,12 +85,47 @@ def paddock_bin() -> Path:
     return Path(os.environ.get("PADDOCK_BIN", REPO / "target" / "debug" / "paddock"))
 
 
-def zookeeper_classpath() -> str:
+# zookeeper.jar's manifest names most of its dependencies; the AdminServer
+# also needs these two, and the server's log goes to stderr through the
+# third (each optional).
+ZK_EXTRA_JARS = ("servlet-api.jar", "jetty9-util-ajax.jar", "slf4j-simple.jar")
+PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
+METRICS_POM = Path(__file__).parent / "zookeeper-metrics" / "pom.xml"
+METRICS_JARS = Path(os.environ.get(
+    "PADDOCK_ZK_METRICS_JARS", Path.home() / ".cache" / "paddock-zookeeper-metrics"))
+
+
+def zookeeper_metrics_jars() -> Path:
+    """The directory of ZooKeeper's Prometheus provider and its Prometheus
+    client jars (Debian does not package them), fetched from Maven Central
+    once."""
+    done = METRICS_JARS / ".complete"
+    if done.exists():
+        return METRICS_JARS
+    if shutil.which("mvn") is None:
+        raise ServerError("mvn not found: apt-get install maven")
+    tmp = METRICS_JARS.with_name(METRICS_JARS.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    p = subprocess.run(
+        ["mvn", "-B", "-q", "-f", str(METRICS_POM), "dependency:copy-dependencies",
+         "-DincludeGroupIds=io.prometheus,org.apache.zookeeper",
+         "-DexcludeArtifactIds=zookeeper,zookeeper-jute",
+         f"-DoutputDirectory={tmp}"],
+        capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not list(tmp.glob("zookeeper-prometheus-metrics-*.jar")):
+        raise ServerError(f"fetching ZooKeeper's Prometheus provider failed ({p.returncode}):\n"
+                          f"{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    shutil.rmtree(METRICS_JARS, ignore_errors=True)
+    tmp.rename(METRICS_JARS)
+    done.write_text("done\n")
+    return METRICS_JARS
+
+
+def zookeeper_classpath(metrics: bool = False) -> str:
     jars = [f"{ZK_JARS}/zookeeper.jar"]
-    # A logging backend so the server's log goes to stderr (optional).
-    for extra in ("slf4j-simple.jar",):
-        if os.path.exists(f"{ZK_JARS}/{extra}"):
-            jars.append(f"{ZK_JARS}/{extra}")
+    jars += [f"{ZK_JARS}/{jar}" for jar in ZK_EXTRA_JARS if os.path.exists(f"{ZK_JARS}/{jar}")]
+    if metrics:
+        jars += sorted(str(jar) for jar in zookeeper_metrics_jars().glob("*.jar"))
     return ":".join(jars)
 
 
@@ -141,8 +177,8 @@ class Server:
     """One server process on a free port with its own data directory."""
 
     def __init__(self, workdir: Path, config: Optional[Dict[str, str]] = None,
-                 name: str = "server") -> None:
-        self.kind = KIND
+                 name: str = "server", kind: str = KIND) -> None:
+        self.kind = kind
         self.name = name
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -203,7 +239,8 @@ class Server:
                 jvm += [f"-Djava.security.auth.login.config={jaas}",
                         "-Dzookeeper.authProvider.1="
                         "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
-            argv = (["java"] + jvm + ["-cp", zookeeper_classpath(),
+            metrics = cfg.get("metricsProvider.className") == PROMETHEUS_PROVIDER
+            argv = (["java"] + jvm + ["-cp", zookeeper_classpath(metrics),
                     "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg_path)])
             env = dict(os.environ)
         cfg_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))

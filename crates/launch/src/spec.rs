@@ -186,8 +186,8 @@ pub(crate) fn prepare(spec: &Spec, plan: &Plan, all: &[Plan]) -> anyhow::Result<
         ("4lw.commands.whitelist".into(), "*".into()),
         // Benchmarks open many sessions from the one loopback address.
         ("maxClientCnxns".into(), "0".into()),
-        // ZooKeeper's HTTP admin server would take port 8080 in every
-        // server; Paddock has none.
+        // The HTTP AdminServer (ZooKeeper's and Paddock's) would take port
+        // 8080 in every server.
         ("admin.enableServer".into(), "false".into()),
     ];
     if !spec.is_standalone() {

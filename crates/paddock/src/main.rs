@@ -162,7 +162,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        server::run(config, |_| {}, shutdown_signal())
+        let http = admin::Listeners::bind(&config).await?;
+        server::run(config, |_, monitor| http.serve(monitor), shutdown_signal())
             .await
             .context("the server stopped")
     })

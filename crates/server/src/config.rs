@@ -56,8 +56,61 @@ pub struct ServerConfig {
     /// The ensemble (`server.N=...` lines), in id order; empty when
     /// standalone.
     pub servers: Vec<ServerSpec>,
+    /// ZooKeeper's AdminServer: HTTP commands.
+    pub admin: AdminConfig,
+    /// The Prometheus endpoint; `None` unless `metricsProvider.className`
+    /// names ZooKeeper's Prometheus provider.
+    pub metrics: Option<MetricsConfig>,
     /// Keys we read but do not act on, reported once at start-up.
     pub ignored_keys: Vec<String>,
+    /// The text of the zoo.cfg the server started from, for the
+    /// AdminServer's `initial_configuration`; empty without one.
+    pub initial_configuration: String,
+}
+
+/// The `admin.*` keys of ZooKeeper's AdminServer, with its defaults: on, at
+/// 0.0.0.0:8080, commands under `/commands`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    pub enabled: bool,
+    pub address: IpAddr,
+    pub port: u16,
+    /// Where the command listing lives; each command at `{url}/{name}`.
+    pub command_url: String,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            address: IpAddr::from([0, 0, 0, 0]),
+            port: 8080,
+            command_url: "/commands".to_string(),
+        }
+    }
+}
+
+/// ZooKeeper's Prometheus provider, and the only metrics provider Paddock
+/// has; the one of ZooKeeper's default configuration exports nothing.
+pub const PROMETHEUS_PROVIDER: &str =
+    "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider";
+const DEFAULT_METRICS_PROVIDER: &str = "org.apache.zookeeper.metrics.impl.DefaultMetricsProvider";
+
+/// The `metricsProvider.*` keys, with the Prometheus provider's defaults:
+/// `/metrics` on 0.0.0.0:7000.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsConfig {
+    pub host: IpAddr,
+    pub port: u16,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        Self {
+            host: IpAddr::from([0, 0, 0, 0]),
+            port: 7000,
+        }
+    }
 }
 
 /// One `server.N=host:peerPort:electionPort[:participant|:observer][;[clientAddress:]clientPort]` line.
@@ -137,7 +190,10 @@ impl Default for ServerConfig {
             container_check_interval_ms: 60_000,
             container_max_never_used_interval_ms: 0,
             servers: Vec::new(),
+            admin: AdminConfig::default(),
+            metrics: None,
             ignored_keys: Vec::new(),
+            initial_configuration: String::new(),
         }
     }
 }
@@ -193,7 +249,9 @@ impl ServerConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_properties(&parse_properties(&text))
+        let mut config = Self::from_properties(&parse_properties(&text))?;
+        config.initial_configuration = text;
+        Ok(config)
     }
 
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
@@ -201,17 +259,13 @@ impl ServerConfig {
         let mut min_timeout = None;
         let mut max_timeout = None;
         let mut data_log_dir = None;
+        let mut metrics_provider = None;
+        let mut metrics = MetricsConfig::default();
         for (raw_key, value) in props {
             let key = raw_key.strip_prefix("zookeeper.").unwrap_or(raw_key);
             match key {
                 "clientPort" => config.client_port = number(raw_key, value)?,
-                "clientPortAddress" => {
-                    config.client_port_address = Some(
-                        value
-                            .parse()
-                            .map_err(|_| invalid(raw_key, value, "expected an IP address"))?,
-                    )
-                }
+                "clientPortAddress" => config.client_port_address = Some(address(raw_key, value)?),
                 "dataDir" => config.data_dir = PathBuf::from(value),
                 "dataLogDir" => data_log_dir = Some(PathBuf::from(value)),
                 "tickTime" => config.tick_time_ms = number(raw_key, value)?,
@@ -251,6 +305,18 @@ impl ServerConfig {
                 "znode.container.maxNeverUsedIntervalMs" => {
                     config.container_max_never_used_interval_ms = number(raw_key, value)?
                 }
+                "admin.enableServer" => config.admin.enabled = boolean(raw_key, value)?,
+                "admin.serverAddress" => config.admin.address = address(raw_key, value)?,
+                "admin.serverPort" => config.admin.port = number(raw_key, value)?,
+                "admin.commandURL" => config.admin.command_url = command_url(raw_key, value)?,
+                "metricsProvider.className" => metrics_provider = Some(value.as_str()),
+                "metricsProvider.httpHost" => metrics.host = address(raw_key, value)?,
+                "metricsProvider.httpPort" => metrics.port = number(raw_key, value)?,
+                // The provider's JVM metrics have no counterpart here; the
+                // process metrics Prometheus clients export are always on.
+                "metricsProvider.exportJvmInfo" => {
+                    boolean(raw_key, value)?;
+                }
                 _ => match key.strip_prefix("server.").map(str::parse::<u64>) {
                     Some(Ok(id)) => config.servers.push(
                         ServerSpec::parse(id, value)
@@ -267,6 +333,17 @@ impl ServerConfig {
                 },
             }
         }
+        config.metrics = match metrics_provider {
+            Some(PROMETHEUS_PROVIDER) => Some(metrics),
+            None | Some(DEFAULT_METRICS_PROVIDER) => None,
+            Some(other) => {
+                return Err(invalid(
+                    "metricsProvider.className",
+                    other,
+                    format!("Paddock provides only {PROMETHEUS_PROVIDER}"),
+                ))
+            }
+        };
         config.servers.sort_by_key(|s| s.id);
         if !config.servers.is_empty() && config.servers.iter().all(|s| s.observer) {
             return Err(invalid(
@@ -415,6 +492,21 @@ fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+fn address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+    value
+        .parse()
+        .map_err(|_| invalid(key, value, "expected an IP address, such as 0.0.0.0"))
+}
+
+/// `admin.commandURL`: a path of its own, such as `/commands`.
+fn command_url(key: &str, value: &str) -> Result<String, ConfigError> {
+    let url = value.trim_end_matches('/');
+    if !url.starts_with('/') || url.len() < 2 || url.contains(['?', '#', ' ']) {
+        return Err(invalid(key, value, "expected a path such as /commands"));
+    }
+    Ok(url.to_string())
+}
+
 fn whitelist(value: &str) -> Option<HashSet<String>> {
     let words: HashSet<String> = value
         .split(',')
@@ -489,6 +581,38 @@ mod tests {
         assert_eq!(c.fsync_warning_threshold_ms, 250);
         assert!(c.ignored_keys.is_empty());
         assert!(config("fsync.warningthresholdms=soon").is_err());
+    }
+
+    #[test]
+    fn admin_server_and_prometheus_keys_as_zookeeper_reads_them() {
+        let c = config("").unwrap();
+        assert_eq!(c.admin, AdminConfig::default());
+        assert_eq!((c.admin.enabled, c.admin.port), (true, 8080));
+        assert_eq!(c.metrics, None);
+        let c = config(
+            "admin.enableServer=false\nzookeeper.admin.serverPort=9090\n\
+             admin.serverAddress=127.0.0.1\nadmin.commandURL=/cmds/\n\
+             metricsProvider.className=org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider\n\
+             metricsProvider.httpPort=7001\nmetricsProvider.exportJvmInfo=false\n",
+        )
+        .unwrap();
+        assert!(!c.admin.enabled);
+        assert_eq!(c.admin.port, 9090);
+        assert_eq!(c.admin.address, IpAddr::from([127, 0, 0, 1]));
+        assert_eq!(c.admin.command_url, "/cmds");
+        assert_eq!(c.metrics.map(|m| m.port), Some(7001));
+        assert!(c.ignored_keys.is_empty());
+        let default_provider =
+            "metricsProvider.className=org.apache.zookeeper.metrics.impl.DefaultMetricsProvider";
+        assert_eq!(config(default_provider).unwrap().metrics, None);
+        for bad in [
+            "metricsProvider.className=com.example.Other",
+            "admin.serverPort=http",
+            "admin.serverAddress=localhost:1",
+            "admin.commandURL=commands",
+        ] {
+            assert!(config(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -12,7 +12,8 @@
 //! - `ensemble`: the servers of an ensemble and what they tell each other
 //!   outside the log.
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
-//! - `four_letter`: `ruok`, `srvr`, `mntr` and the rest.
+//! - `monitor`: what the server publishes about itself, as data;
+//!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
 //! - `config`: `zoo.cfg`.
 //! - `reply`, `stats`: reply frames and counters.
 
@@ -23,6 +24,7 @@ mod connection;
 mod ensemble;
 mod event_order;
 mod four_letter;
+mod monitor;
 mod pipeline;
 mod reply;
 mod rewatch;
@@ -34,5 +36,11 @@ mod snapshot_schedule;
 mod stats;
 mod watch;
 
-pub use config::{parse_properties, ConfigError, ServerConfig, ServerSpec};
+pub use config::{
+    parse_properties, AdminConfig, ConfigError, MetricsConfig, ServerConfig, ServerSpec,
+};
+pub use monitor::{
+    environment, full_version, ConnectionInfo, Monitor, MonitorValue, ServerStats, VERSION,
+};
 pub use server::{run, ServerError};
+pub use stats::Latency;

@@ -19,6 +19,7 @@ use tree::{DataTree, Txn, TxnOp};
 use crate::apply::{ApplyError, ApplyLoop};
 use crate::config::{ConfigError, ServerConfig};
 use crate::ensemble::{Ensemble, PeerNote};
+use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::SnapshotSchedule;
@@ -82,10 +83,11 @@ pub enum ServerError {
 
 /// Runs a server until `shutdown` completes or a fatal error occurs.
 /// `on_listening` is told the bound address once the port is open (it
-/// answers four-letter words at once, sessions once caught up).
+/// answers four-letter words at once, sessions once caught up), with the
+/// [`Monitor`] that reports on the server from then on.
 pub async fn run(
     config: ServerConfig,
-    on_listening: impl FnOnce(SocketAddr),
+    on_listening: impl FnOnce(SocketAddr, Monitor),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     let started = Instant::now();
@@ -182,6 +184,7 @@ pub async fn run(
         listener
             .local_addr()
             .unwrap_or_else(|_| client_addr(&shared)),
+        Monitor::new(shared.clone()),
     );
     let acceptor = tokio::spawn(accept(shared.clone(), listener));
     tokio::select! {

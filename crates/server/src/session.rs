@@ -145,6 +145,22 @@ impl SessionTracker {
     pub fn len(&self) -> usize {
         self.sessions.lock().expect("session table poisoned").len()
     }
+
+    /// Each session with the time left before it expires unless heard
+    /// from; zero when it is due.
+    pub fn time_left(&self, now: Instant) -> Vec<(i64, Duration)> {
+        self.sessions
+            .lock()
+            .expect("session table poisoned")
+            .iter()
+            .map(|(&id, s)| {
+                (
+                    id,
+                    (s.last_heard + s.timeout).saturating_duration_since(now),
+                )
+            })
+            .collect()
+    }
 }
 
 /// Hands out session ids the way ZooKeeper does: the server id in the top

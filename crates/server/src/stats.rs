@@ -48,8 +48,8 @@ impl Latency {
     }
 }
 
-#[derive(Default)]
 pub struct Stats {
+    started: std::time::Instant,
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
     pub outstanding_requests: AtomicU64,
@@ -58,7 +58,26 @@ pub struct Stats {
     latency: Mutex<Latency>,
 }
 
+impl Default for Stats {
+    fn default() -> Self {
+        Self {
+            started: std::time::Instant::now(),
+            packets_received: AtomicU64::default(),
+            packets_sent: AtomicU64::default(),
+            outstanding_requests: AtomicU64::default(),
+            connections_rejected: AtomicU64::default(),
+            bad_frames: AtomicU64::default(),
+            latency: Mutex::default(),
+        }
+    }
+}
+
 impl Stats {
+    /// How long the server has run.
+    pub fn uptime(&self) -> std::time::Duration {
+        self.started.elapsed()
+    }
+
     pub fn record_latency(&self, ms: u64) {
         self.latency.lock().expect("stats poisoned").record(ms);
     }

@@ -1,0 +1,290 @@
+//! `/metrics` in Prometheus's text format, with the names, types and help
+//! lines ZooKeeper's Prometheus provider gives the same values, so
+//! dashboards and alerts written for ZooKeeper read Paddock unchanged.
+//! Paddock's own values carry a `paddock_` prefix, and the process metrics
+//! are those every Prometheus client library exports.
+//!
+//! The values are read from the server at scrape time, as ZooKeeper's
+//! gauges are: nothing is recorded on the request path for this page.
+
+use std::fmt::Write as _;
+
+use server::{Monitor, MonitorValue};
+
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Gauge,
+    Counter,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Gauge => "gauge",
+            Self::Counter => "counter",
+        }
+    }
+}
+
+/// The type ZooKeeper's provider exports a `mntr` value as; `None` for
+/// values it exports under no name (text, or leader-only figures Paddock
+/// does not track).
+fn zookeeper_kind(name: &str) -> Option<Kind> {
+    match name {
+        "avg_latency"
+        | "max_latency"
+        | "min_latency"
+        | "packets_received"
+        | "packets_sent"
+        | "num_alive_connections"
+        | "outstanding_requests"
+        | "znode_count"
+        | "watch_count"
+        | "ephemerals_count"
+        | "approximate_data_size"
+        | "open_file_descriptor_count"
+        | "max_file_descriptor_count"
+        | "global_sessions"
+        | "uptime"
+        | "learners"
+        | "synced_followers"
+        | "synced_non_voting_followers"
+        | "synced_observers"
+        | "pending_syncs" => Some(Kind::Gauge),
+        "connection_rejected" | "looking_count" => Some(Kind::Counter),
+        _ => None,
+    }
+}
+
+/// `mntr` values of Paddock's own, exported with the `paddock_` prefix.
+fn paddock_kind(name: &str) -> Option<Kind> {
+    match name {
+        "bad_frames" => Some(Kind::Counter),
+        _ => None,
+    }
+}
+
+/// The page, rendered from the server's current state.
+pub fn render(monitor: &Monitor) -> String {
+    let mut page = Page::default();
+    for (name, value) in monitor.monitor_values() {
+        let number = match value {
+            MonitorValue::Int(n) => n as f64,
+            MonitorValue::Float(x) => x,
+            MonitorValue::Text(_) => continue,
+        };
+        if let Some(kind) = zookeeper_kind(name) {
+            page.family(name, name, kind, number);
+        } else if let Some(kind) = paddock_kind(name) {
+            let prefixed = format!("paddock_{name}");
+            page.family(&prefixed, &prefixed, kind, number);
+        }
+    }
+    consensus_families(&mut page, monitor);
+    process_families(&mut page);
+    page.text
+}
+
+#[derive(Default)]
+struct Page {
+    text: String,
+}
+
+impl Page {
+    /// One family of one unlabelled sample.
+    fn family(&mut self, name: &str, help: &str, kind: Kind, value: f64) {
+        let _ = writeln!(self.text, "# HELP {name} {help}");
+        let _ = writeln!(self.text, "# TYPE {name} {}", kind.as_str());
+        let _ = writeln!(self.text, "{name} {}", sample(value));
+    }
+}
+
+/// A sample value as Prometheus reads it: always with a decimal point, as
+/// ZooKeeper's Java client prints doubles.
+fn sample(value: f64) -> String {
+    if value.is_finite() && value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{value:.1}")
+    } else {
+        format!("{value}")
+    }
+}
+
+fn consensus_families(page: &mut Page, monitor: &Monitor) {
+    let status = monitor.consensus();
+    let gauges = [
+        (
+            "paddock_raft_term",
+            "The raft term this server is in.",
+            status.term(),
+        ),
+        (
+            "paddock_raft_leader_id",
+            "The id of the server this one follows or is; 0 while there is no leader.",
+            status.leader_id(),
+        ),
+        (
+            "paddock_raft_commit_index",
+            "The index of the last log entry known committed.",
+            status.commit_index(),
+        ),
+        (
+            "paddock_raft_last_index",
+            "The index of the last entry in this server's log.",
+            status.last_index(),
+        ),
+    ];
+    for (name, help, value) in gauges {
+        page.family(name, help, Kind::Gauge, value as f64);
+    }
+    page.family(
+        "paddock_raft_leader_changes_total",
+        "Times this server has seen the leader change.",
+        Kind::Counter,
+        status.leader_changes() as f64,
+    );
+    page.family(
+        "paddock_last_applied_zxid",
+        "The zxid of the last transaction applied to this server's tree.",
+        Kind::Gauge,
+        monitor.last_zxid() as f64,
+    );
+}
+
+/// The process metrics of Prometheus's client libraries, from /proc.
+fn process_families(page: &mut Page) {
+    let Some(process) = Process::read() else {
+        return;
+    };
+    let families = [
+        (
+            "process_cpu_seconds_total",
+            "Total user and system CPU time spent in seconds.",
+            Kind::Counter,
+            process.cpu_seconds,
+        ),
+        (
+            "process_start_time_seconds",
+            "Start time of the process since unix epoch in seconds.",
+            Kind::Gauge,
+            process.start_time_seconds,
+        ),
+        (
+            "process_open_fds",
+            "Number of open file descriptors.",
+            Kind::Gauge,
+            process.open_fds,
+        ),
+        (
+            "process_max_fds",
+            "Maximum number of open file descriptors.",
+            Kind::Gauge,
+            process.max_fds,
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "Virtual memory size in bytes.",
+            Kind::Gauge,
+            process.virtual_bytes,
+        ),
+        (
+            "process_resident_memory_bytes",
+            "Resident memory size in bytes.",
+            Kind::Gauge,
+            process.resident_bytes,
+        ),
+    ];
+    for (name, help, kind, value) in families {
+        page.family(name, help, kind, value);
+    }
+}
+
+struct Process {
+    cpu_seconds: f64,
+    start_time_seconds: f64,
+    open_fds: f64,
+    max_fds: f64,
+    virtual_bytes: f64,
+    resident_bytes: f64,
+}
+
+impl Process {
+    fn read() -> Option<Self> {
+        // SAFETY: sysconf only reads a configuration value.
+        let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        // SAFETY: as above.
+        let page_bytes = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as f64;
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        // The command name may hold spaces; the fields after it are fixed.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3)?.parse::<f64>().ok();
+        let boot_seconds = boot_time_seconds()?;
+        Some(Self {
+            cpu_seconds: (field(14)? + field(15)?) / ticks_per_second,
+            start_time_seconds: boot_seconds + field(22)? / ticks_per_second,
+            open_fds: std::fs::read_dir("/proc/self/fd").ok()?.count() as f64,
+            max_fds: max_open_files()?,
+            virtual_bytes: field(23)?,
+            resident_bytes: field(24)? * page_bytes,
+        })
+    }
+}
+
+fn boot_time_seconds() -> Option<f64> {
+    std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn max_open_files() -> Option<f64> {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()?
+        .lines()
+        .find(|line| line.starts_with("Max open files"))?
+        .split_whitespace()
+        .nth(3)?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_print_as_java_doubles_do() {
+        assert_eq!(sample(35.0), "35.0");
+        assert_eq!(sample(0.0), "0.0");
+        assert_eq!(sample(1.2158), "1.2158");
+        assert_eq!(sample(f64::NAN), "NaN");
+    }
+
+    #[test]
+    fn a_family_has_help_type_and_sample_lines() {
+        let mut page = Page::default();
+        page.family("znode_count", "znode_count", Kind::Gauge, 35.0);
+        assert_eq!(
+            page.text,
+            "# HELP znode_count znode_count\n# TYPE znode_count gauge\nznode_count 35.0\n"
+        );
+    }
+
+    #[test]
+    fn the_process_is_read_from_proc() {
+        let process = Process::read().expect("/proc/self is readable");
+        assert!(process.cpu_seconds >= 0.0);
+        assert!(process.resident_bytes > 0.0);
+        assert!(process.open_fds > 0.0 && process.max_fds >= process.open_fds);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        assert!(process.start_time_seconds <= now + 1.0);
+        assert!(process.start_time_seconds > now - 3600.0);
+    }
+}

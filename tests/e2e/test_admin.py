@@ -1,0 +1,164 @@
+"""The AdminServer: ZooKeeper's HTTP commands (`admin.*` keys), their JSON
+shapes and aliases, against whichever server is under test."""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from zkharness import HOST, free_port
+
+# The commands every test here relies on, primary name first, as ZooKeeper
+# 3.8 lists and answers them.
+COMMANDS = {
+    "configuration": ["conf", "config"],
+    "connection_stat_reset": ["crst"],
+    "connections": ["cons"],
+    "dirs": [],
+    "dump": [],
+    "environment": ["env", "envi"],
+    "initial_configuration": ["icfg"],
+    "is_read_only": ["isro"],
+    "leader": ["lead"],
+    "monitor": ["mntr"],
+    "observers": ["obsr"],
+    "ruok": [],
+    "server_stats": ["srvr"],
+    "stat_reset": ["srst"],
+    "stats": ["stat"],
+    "voting_view": [],
+    "watch_summary": ["wchs"],
+    "watches": ["wchc"],
+    "watches_by_path": ["wchp"],
+    "zabstate": [],
+}
+
+
+def get(port, path):
+    with urllib.request.urlopen(f"http://{HOST}:{port}{path}", timeout=10) as reply:
+        return reply.status, reply.headers.get("Content-Type"), reply.read().decode()
+
+
+def command(port, name):
+    status, content_type, body = get(port, f"/commands/{name}")
+    assert status == 200
+    assert content_type.startswith("application/json")
+    return json.loads(body)
+
+
+@pytest.fixture
+def admin(server_factory):
+    """A server with its AdminServer on a port of its own."""
+    port = free_port()
+    server = server_factory({"admin.enableServer": "true",
+                             "admin.serverAddress": HOST,
+                             "admin.serverPort": str(port)})
+    server.admin_port = port
+    return server
+
+
+def test_the_listing_links_every_command(admin):
+    status, _, body = get(admin.admin_port, "/commands")
+    assert status == 200
+    for name in COMMANDS:
+        assert f'<a href="/commands/{name}">{name}</a>' in body
+
+
+def test_every_alias_answers_as_its_command(admin):
+    for name, aliases in COMMANDS.items():
+        for asked in [name] + aliases:
+            answer = command(admin.admin_port, asked)
+            assert answer["command"] == name, asked
+            if name != "leader":   # a standalone server has none
+                assert answer["error"] is None, (asked, answer)
+
+
+def test_an_unknown_command_is_an_answer_with_an_error(admin):
+    answer = command(admin.admin_port, "nosuch")
+    assert answer == {"command": "nosuch", "error": "Unknown command: nosuch"}
+
+
+def test_sessions_ephemerals_and_watches_show(admin, kazoo_factory):
+    zk = kazoo_factory(admin)
+    zk.create("/admin-test", b"x")
+    zk.create("/admin-test/eph", b"", ephemeral=True)
+    zk.get("/admin-test", watch=lambda event: None)
+    session = zk.client_id[0]
+    port = admin.admin_port
+
+    connections = command(port, "connections")["connections"]
+    mine = [c for c in connections if c["session_id"] == session]
+    assert len(mine) == 1
+    for key in ("remote_socket_address", "packets_received", "packets_sent",
+                "last_operation", "session_timeout", "last_zxid", "max_latency"):
+        assert key in mine[0], key
+
+    dump = command(port, "dump")
+    assert dump["session_id_to_ephemeral_paths"][str(session)] == ["/admin-test/eph"]
+    assert any(session in ids for ids in dump["expiry_time_to_session_ids"].values())
+
+    assert command(port, "watches")["session_id_to_watched_paths"][str(session)] == \
+        ["/admin-test"]
+    assert command(port, "watches_by_path")["path_to_session_ids"]["/admin-test"] == [session]
+    summary = command(port, "watch_summary")
+    assert summary["num_connections"] == 1
+    assert summary["num_paths"] == 1 and summary["num_total_watches"] == 1
+
+
+def test_stats_monitor_and_configuration_agree(admin, kazoo_factory):
+    zk = kazoo_factory(admin)
+    zk.create("/admin-stats", b"")
+    port = admin.admin_port
+    stats = command(port, "stats")
+    assert stats["server_stats"]["server_state"] == "standalone"
+    assert stats["read_only"] is False
+    assert isinstance(stats["node_count"], int)
+    assert stats["server_stats"]["last_processed_zxid"] == zk.exists("/admin-stats").mzxid
+    assert len(stats["connections"]) == 1
+    assert "connections" not in command(port, "server_stats")
+
+    monitor = command(port, "monitor")
+    assert monitor["znode_count"] == stats["node_count"]
+    assert monitor["server_state"] == "standalone"
+    assert isinstance(monitor["avg_latency"], float)
+
+    conf = command(port, "configuration")
+    assert conf["client_port"] == admin.port
+    assert conf["server_id"] == 0
+    assert conf["min_session_timeout"] == 4000
+    assert f"clientPort={admin.port}" in command(port, "initial_configuration")[
+        "initial_configuration"]
+    assert command(port, "environment")["zookeeper.version"]
+    assert command(port, "is_read_only")["read_only"] is False
+    dirs = command(port, "dirs")
+    assert dirs["datadir_size"] > 0 and dirs["logdir_size"] > 0
+
+
+def test_stat_reset_zeroes_the_packet_counts(admin, kazoo_factory):
+    zk = kazoo_factory(admin)
+    for _ in range(5):
+        zk.exists("/")
+    port = admin.admin_port
+    assert command(port, "server_stats")["server_stats"]["packets_received"] >= 5
+    command(port, "stat_reset")
+    assert command(port, "server_stats")["server_stats"]["packets_received"] < 5
+
+
+def test_a_standalone_server_has_no_leader_or_voting_view(admin):
+    port = admin.admin_port
+    assert command(port, "leader") == {"command": "leader",
+                                       "error": "server is not initialized"}
+    assert command(port, "voting_view")["current_config"] == {}
+    assert command(port, "zabstate")["voting"] is False
+    assert command(port, "observers")["observers"] == []
+
+
+def test_admin_enable_server_false_opens_no_port(server_factory):
+    port = free_port()
+    server = server_factory({"admin.enableServer": "false",
+                             "admin.serverAddress": HOST,
+                             "admin.serverPort": str(port)})
+    assert server.four_letter("ruok") == "imok"
+    with pytest.raises(urllib.error.URLError):
+        get(port, "/commands/ruok")
