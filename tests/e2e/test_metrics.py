@@ -54,6 +54,8 @@ ZOOKEEPER_FAMILIES = {
     "global_sessions": "gauge", "open_file_descriptor_count": "gauge",
     "max_file_descriptor_count": "gauge", "uptime": "gauge",
     "process_cpu_seconds_total": "counter", "process_resident_memory_bytes": "gauge",
+    "readlatency": "summary", "updatelatency": "summary", "fsynctime": "summary",
+    "snapshottime": "summary",
 }
 
 
@@ -76,6 +78,9 @@ def test_the_page_has_zookeeper_s_families_and_follows_the_tree(server_factory,
     assert after["num_alive_connections"] >= 1
     assert after["global_sessions"] >= 1
     assert after["packets_received"] > before["packets_received"]
+    assert after["updatelatency_count"] >= before["updatelatency_count"] + 3
+    assert after["readlatency_count"] >= before["readlatency_count"] + 1
+    assert after["fsynctime_count"] > before["fsynctime_count"]
 
 
 @pytest.mark.paddock_only("compares Paddock's page with a ZooKeeper started beside it")
@@ -116,6 +121,11 @@ def test_a_real_prometheus_scrapes_every_server_of_an_ensemble(tmp_path):
             leaders = query("paddock_raft_leader_id")
             assert leaders == [float(leader.id)] * 3
             assert query("synced_followers") == [2.0]
+            writes = query('sum(paddock_request_duration_seconds_count{kind="update"})')
+            assert writes and writes[0] >= 11
+            p99 = query("histogram_quantile(0.99, sum by (le) "
+                        "(paddock_log_sync_duration_seconds_bucket))")
+            assert p99 and 0 < p99[0] < 10
 
 
 def agreed(values):

@@ -9,7 +9,7 @@
 
 use std::fmt::Write as _;
 
-use server::{Monitor, MonitorValue};
+use server::{HistogramSnapshot, Monitor, MonitorValue};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -17,6 +17,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 enum Kind {
     Gauge,
     Counter,
+    Summary,
+    Histogram,
 }
 
 impl Kind {
@@ -24,9 +26,16 @@ impl Kind {
         match self {
             Self::Gauge => "gauge",
             Self::Counter => "counter",
+            Self::Summary => "summary",
+            Self::Histogram => "histogram",
         }
     }
 }
+
+/// The quantiles ZooKeeper's provider reports of its request latencies;
+/// its other summaries report the median only.
+const LATENCY_QUANTILES: &[f64] = &[0.5, 0.9, 0.99];
+const MEDIAN: &[f64] = &[0.5];
 
 /// The type ZooKeeper's provider exports a `mntr` value as; `None` for
 /// values it exports under no name (text, or leader-only figures Paddock
@@ -82,9 +91,40 @@ pub fn render(monitor: &Monitor) -> String {
             page.family(&prefixed, &prefixed, kind, number);
         }
     }
+    duration_families(&mut page, monitor);
     consensus_families(&mut page, monitor);
     process_families(&mut page);
     page.text
+}
+
+/// ZooKeeper's summaries in milliseconds, and the same durations as
+/// Paddock's histograms in seconds, which Prometheus can aggregate across
+/// servers. Quantiles are estimated from the histogram buckets (powers of
+/// two of microseconds) over the server's whole life.
+fn duration_families(page: &mut Page, monitor: &Monitor) {
+    let read = monitor.read_latency();
+    let update = monitor.update_latency();
+    let log_syncs = monitor.log_sync_durations();
+    let snapshots = monitor.snapshot_durations();
+    page.summary_ms("readlatency", &read, LATENCY_QUANTILES);
+    page.summary_ms("updatelatency", &update, LATENCY_QUANTILES);
+    page.summary_ms("fsynctime", &log_syncs, MEDIAN);
+    page.summary_ms("snapshottime", &snapshots, MEDIAN);
+    page.histogram(
+        "paddock_request_duration_seconds",
+        "Client requests from arrival to answer, reads and updates apart.",
+        &[("read", &read), ("update", &update)],
+    );
+    page.histogram(
+        "paddock_log_sync_duration_seconds",
+        "Syncs of the write-ahead log, one fdatasync per batch of entries.",
+        &[("", &log_syncs)],
+    );
+    page.histogram(
+        "paddock_snapshot_duration_seconds",
+        "Snapshots of the tree, from start to durable file.",
+        &[("", &snapshots)],
+    );
 }
 
 #[derive(Default)]
@@ -95,9 +135,51 @@ struct Page {
 impl Page {
     /// One family of one unlabelled sample.
     fn family(&mut self, name: &str, help: &str, kind: Kind, value: f64) {
+        self.header(name, help, kind);
+        let _ = writeln!(self.text, "{name} {}", sample(value));
+    }
+
+    fn header(&mut self, name: &str, help: &str, kind: Kind) {
         let _ = writeln!(self.text, "# HELP {name} {help}");
         let _ = writeln!(self.text, "# TYPE {name} {}", kind.as_str());
-        let _ = writeln!(self.text, "{name} {}", sample(value));
+    }
+
+    /// A summary in milliseconds, named and labelled as ZooKeeper's.
+    fn summary_ms(&mut self, name: &str, durations: &HistogramSnapshot, quantiles: &[f64]) {
+        self.header(name, name, Kind::Summary);
+        for &q in quantiles {
+            let value = sample(durations.quantile(q) * 1e3);
+            let _ = writeln!(self.text, "{name}{{quantile=\"{q}\",}} {value}");
+        }
+        let _ = writeln!(self.text, "{name}_count {}", sample(durations.count as f64));
+        let sum_ms = sample(durations.sum_seconds * 1e3);
+        let _ = writeln!(self.text, "{name}_sum {sum_ms}");
+    }
+
+    /// A histogram in seconds: one series per `(kind label, durations)`,
+    /// unlabelled when the label is empty.
+    fn histogram(&mut self, name: &str, help: &str, series: &[(&str, &HistogramSnapshot)]) {
+        self.header(name, help, Kind::Histogram);
+        for (kind, durations) in series {
+            let label = |extra: &str| match (kind.is_empty(), extra.is_empty()) {
+                (true, true) => String::new(),
+                (true, false) => format!("{{{extra}}}"),
+                (false, true) => format!("{{kind=\"{kind}\"}}"),
+                (false, false) => format!("{{kind=\"{kind}\",{extra}}}"),
+            };
+            for (bound, count) in &durations.buckets {
+                let le = if bound.is_infinite() {
+                    "+Inf".to_string()
+                } else {
+                    format!("{bound}")
+                };
+                let labels = label(&format!("le=\"{le}\""));
+                let _ = writeln!(self.text, "{name}_bucket{labels} {count}");
+            }
+            let labels = label("");
+            let _ = writeln!(self.text, "{name}_sum{labels} {}", durations.sum_seconds);
+            let _ = writeln!(self.text, "{name}_count{labels} {}", durations.count);
+        }
     }
 }
 
@@ -272,6 +354,50 @@ mod tests {
             page.text,
             "# HELP znode_count znode_count\n# TYPE znode_count gauge\nznode_count 35.0\n"
         );
+    }
+
+    fn durations(ms: &[u64]) -> HistogramSnapshot {
+        let histogram = consensus::Histogram::default();
+        for &ms in ms {
+            histogram.record(std::time::Duration::from_millis(ms));
+        }
+        histogram.snapshot()
+    }
+
+    #[test]
+    fn a_summary_is_in_milliseconds_with_zookeeper_s_labels() {
+        let mut page = Page::default();
+        page.summary_ms("fsynctime", &durations(&[2, 2]), MEDIAN);
+        let lines: Vec<&str> = page.text.lines().collect();
+        assert_eq!(lines[1], "# TYPE fsynctime summary");
+        let median: f64 = lines[2]
+            .strip_prefix("fsynctime{quantile=\"0.5\",} ")
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1.024..=2.048).contains(&median), "{median}");
+        assert_eq!(lines[3], "fsynctime_count 2.0");
+        assert_eq!(lines[4], "fsynctime_sum 4.0");
+    }
+
+    #[test]
+    fn a_histogram_has_cumulative_buckets_per_kind() {
+        let mut page = Page::default();
+        let (read, update) = (durations(&[1]), durations(&[]));
+        page.histogram("h", "help", &[("read", &read), ("update", &update)]);
+        assert!(page.text.contains("# TYPE h histogram\n"));
+        assert!(page
+            .text
+            .contains("h_bucket{kind=\"read\",le=\"0.001024\"} 1\n"));
+        assert!(page
+            .text
+            .contains("h_bucket{kind=\"read\",le=\"+Inf\"} 1\n"));
+        assert!(page.text.contains("h_count{kind=\"read\"} 1\n"));
+        assert!(page.text.contains("h_count{kind=\"update\"} 0\n"));
+        let mut page = Page::default();
+        page.histogram("g", "help", &[("", &read)]);
+        assert!(page.text.contains("g_bucket{le=\"+Inf\"} 1\n"));
+        assert!(page.text.contains("g_sum 0.001\n"));
     }
 
     #[test]

@@ -31,6 +31,7 @@ mod durable;
 mod error;
 mod fence;
 mod hand_off;
+mod histogram;
 mod log_store;
 mod log_sync;
 mod node;
@@ -43,6 +44,7 @@ mod transport;
 pub use error::Error;
 pub use fence::Control;
 pub use hand_off::HandOff;
+pub use histogram::{Histogram, HistogramSnapshot};
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
 };

@@ -504,6 +504,7 @@ impl<W: Send + 'static> Driver<W> {
             }
             Command::Synced(result) => {
                 let synced = result?;
+                self.status.log_syncs.record(synced.took);
                 self.warn_if_slow(synced.took);
                 self.persisting.synced(synced.through);
                 self.tell_persisted();

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 
+use crate::histogram::Histogram;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Role {
@@ -26,6 +28,8 @@ pub struct Status {
     /// Times this server lost the leader it knew, to a crash, an election
     /// or a hand-off.
     pub(crate) leader_changes: AtomicU64,
+    /// How long each sync of the log took.
+    pub(crate) log_syncs: Histogram,
 }
 
 impl Status {
@@ -57,6 +61,11 @@ impl Status {
     /// same moments as `looking_count`, when a peer starts looking).
     pub fn leader_changes(&self) -> u64 {
         self.leader_changes.load(Ordering::Relaxed)
+    }
+
+    /// How long the log's syncs (one fdatasync per batch) have taken.
+    pub fn log_syncs(&self) -> &Histogram {
+        &self.log_syncs
     }
 
     /// Whether the log waits for disk space, so that writes made through

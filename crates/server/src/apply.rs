@@ -226,6 +226,7 @@ impl ApplyLoop {
             let started = Instant::now();
             match snapshots.save(&meta, retain, |out| tree.write_snapshot(out)) {
                 Ok(()) => {
+                    shared.stats.snapshots.record(started.elapsed());
                     tracing::info!(
                         zxid = index,
                         nodes = tree.node_count(),

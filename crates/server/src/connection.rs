@@ -561,8 +561,9 @@ fn answer_read(
         &mut fired,
         &conn.handle.answers_built,
     );
-    let latency_ms = started.elapsed().as_millis() as u64;
-    record_activity(conn, op, xid, shared.last_zxid(), latency_ms);
+    let latency = started.elapsed();
+    shared.stats.read_latency.record(latency);
+    record_activity(conn, op, xid, shared.last_zxid(), latency);
     if fired.is_empty() {
         return (answer, number);
     }
@@ -678,15 +679,17 @@ async fn await_write(
     };
     match committed {
         Ok(committed) => {
-            let latency_ms = received.elapsed().as_millis() as u64;
-            record_activity(conn, op, xid, committed.zxid, latency_ms);
+            let latency = received.elapsed();
+            conn.shared.stats.update_latency.record(latency);
+            record_activity(conn, op, xid, committed.zxid, latency);
             WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed))
         }
         Err(_) => WriteAnswer::Lost,
     }
 }
 
-fn record_activity(conn: &Connection, op: i32, xid: i32, zxid: i64, latency_ms: u64) {
+fn record_activity(conn: &Connection, op: i32, xid: i32, zxid: i64, latency: Duration) {
+    let latency_ms = latency.as_millis() as u64;
     conn.shared.stats.record_latency(latency_ms);
     let mut activity = conn.handle.activity.lock().expect("activity poisoned");
     activity.last_op = crate::four_letter::op_name(op);

@@ -39,6 +39,7 @@ mod watch;
 pub use config::{
     parse_properties, AdminConfig, ConfigError, MetricsConfig, ServerConfig, ServerSpec,
 };
+pub use consensus::HistogramSnapshot;
 pub use monitor::{
     environment, full_version, ConnectionInfo, Monitor, MonitorValue, ServerStats, VERSION,
 };

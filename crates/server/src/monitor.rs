@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use consensus::Role;
+use consensus::{HistogramSnapshot, Role};
 
 use crate::config::ServerConfig;
 use crate::shared::Shared;
@@ -190,6 +190,26 @@ impl Monitor {
     /// Raft's view: term, commit index, last log index, leader changes.
     pub fn consensus(&self) -> &consensus::Status {
         self.shared.consensus.status()
+    }
+
+    /// Reads from arrival to answer.
+    pub fn read_latency(&self) -> HistogramSnapshot {
+        self.shared.stats.read_latency.snapshot()
+    }
+
+    /// Writes from arrival to reply.
+    pub fn update_latency(&self) -> HistogramSnapshot {
+        self.shared.stats.update_latency.snapshot()
+    }
+
+    /// Snapshots, from start to durable file.
+    pub fn snapshot_durations(&self) -> HistogramSnapshot {
+        self.shared.stats.snapshots.snapshot()
+    }
+
+    /// Syncs of the log (one fdatasync per batch of entries).
+    pub fn log_sync_durations(&self) -> HistogramSnapshot {
+        self.shared.consensus.status().log_syncs().snapshot()
     }
 
     pub fn reset_stats(&self) {

@@ -50,6 +50,12 @@ impl Latency {
 
 pub struct Stats {
     started: std::time::Instant,
+    /// Reads from arrival to answer (ZooKeeper's `readlatency`).
+    pub read_latency: consensus::Histogram,
+    /// Writes from arrival to reply (ZooKeeper's `updatelatency`).
+    pub update_latency: consensus::Histogram,
+    /// Snapshots from start to durable file (ZooKeeper's `snapshottime`).
+    pub snapshots: consensus::Histogram,
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
     pub outstanding_requests: AtomicU64,
@@ -62,6 +68,9 @@ impl Default for Stats {
     fn default() -> Self {
         Self {
             started: std::time::Instant::now(),
+            read_latency: Default::default(),
+            update_latency: Default::default(),
+            snapshots: Default::default(),
             packets_received: AtomicU64::default(),
             packets_sent: AtomicU64::default(),
             outstanding_requests: AtomicU64::default(),
