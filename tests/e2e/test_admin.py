@@ -7,6 +7,7 @@ import urllib.request
 
 import pytest
 
+from ensemble import Ensemble, wait_for
 from zkharness import HOST, free_port
 
 # The commands every test here relies on, primary name first, as ZooKeeper
@@ -162,3 +163,35 @@ def test_admin_enable_server_false_opens_no_port(server_factory):
     assert server.four_letter("ruok") == "imok"
     with pytest.raises(urllib.error.URLError):
         get(port, "/commands/ruok")
+
+
+def leaders_named(members, leader_id):
+    """Each member's `leader` answer, once all of them name `leader_id`."""
+    answers = [command(m.admin_port, "leader") for m in members]
+    return answers if all(a["leader_id"] == leader_id for a in answers) else None
+
+
+@pytest.mark.paddock_only("ensembles are Paddock's (tests/e2e/ensemble.py)")
+def test_an_ensemble_reports_its_leader_and_voting_view(tmp_path):
+    with Ensemble(tmp_path / "ensemble", voters=3) as ens:
+        for member in ens.members:
+            member.admin_port = free_port()
+            member.extra_config = {"admin.enableServer": "true",
+                                   "admin.serverAddress": HOST,
+                                   "admin.serverPort": str(member.admin_port)}
+        ens.start()
+        leader = ens.leader()
+        answers = wait_for(lambda: leaders_named(ens.members, leader.id), 20,
+                           what="every server to name the leader")
+        assert [a["is_leader"] for a in answers] == [m is leader for m in ens.members]
+        assert all(a["leader_ip"] == HOST for a in answers)
+        view = command(leader.admin_port, "voting_view")["current_config"]
+        assert view == {str(m.id): f"{HOST}:{m.peer_port}:{m.election_port}:participant"
+                        f";0.0.0.0:{m.port}" for m in ens.members}
+        for member in ens.members:
+            zab = command(member.admin_port, "zabstate")
+            assert (zab["myid"], zab["voting"], zab["zabstate"]) == \
+                (member.id, True, "broadcast")
+            assert zab["is_leader"] == (member is leader)
+        stats = command(leader.admin_port, "server_stats")["server_stats"]
+        assert stats["server_state"] == "leader"
