@@ -40,7 +40,7 @@ fn server() -> SocketAddr {
                 .build()
                 .expect("a runtime");
             runtime
-                .block_on(server::run(config, |addr| tx.send(addr).expect("listening"), std::future::pending()))
+                .block_on(server::run(config, |addr, _| tx.send(addr).expect("listening"), std::future::pending()))
                 .expect("the server runs");
         });
         let addr = rx.recv_timeout(Duration::from_secs(30)).expect("the server listens");
