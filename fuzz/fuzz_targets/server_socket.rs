@@ -40,10 +40,16 @@ fn server() -> SocketAddr {
                 .build()
                 .expect("a runtime");
             runtime
-                .block_on(server::run(config, |addr, _| tx.send(addr).expect("listening"), std::future::pending()))
+                .block_on(server::run(
+                    config,
+                    |addr, _| tx.send(addr).expect("listening"),
+                    std::future::pending(),
+                ))
                 .expect("the server runs");
         });
-        let addr = rx.recv_timeout(Duration::from_secs(30)).expect("the server listens");
+        let addr = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the server listens");
         // Listening comes before serving: wait until it has elected itself.
         for _ in 0..300 {
             if srvr(addr).starts_with("Zookeeper version:") {
@@ -71,7 +77,9 @@ fn handshake() -> Vec<u8> {
 
 fn srvr(addr: SocketAddr) -> String {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).expect("connect");
-    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
     stream.write_all(b"srvr").expect("write srvr");
     let mut out = String::new();
     let _ = stream.read_to_string(&mut out);
@@ -85,7 +93,11 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
         let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
-        let mut bytes = if mode & 1 == 1 { handshake() } else { Vec::new() };
+        let mut bytes = if mode & 1 == 1 {
+            handshake()
+        } else {
+            Vec::new()
+        };
         bytes.extend_from_slice(rest);
         let _ = stream.write_all(&bytes);
         let mut sink = [0u8; 65536];
@@ -96,5 +108,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let answer = srvr(addr);
-    assert!(answer.starts_with("Zookeeper version:"), "the server stopped answering: {answer:?}");
+    assert!(
+        answer.starts_with("Zookeeper version:"),
+        "the server stopped answering: {answer:?}"
+    );
 });
