@@ -305,8 +305,8 @@ impl Process {
         Some(Self {
             cpu_seconds: (field(14)? + field(15)?) / ticks_per_second,
             start_time_seconds: boot_seconds + field(22)? / ticks_per_second,
-            open_fds: std::fs::read_dir("/proc/self/fd").ok()?.count() as f64,
-            max_fds: max_open_files()?,
+            open_fds: server::open_fds() as f64,
+            max_fds: server::max_fds() as f64,
             virtual_bytes: field(23)?,
             resident_bytes: field(24)? * page_bytes,
         })
@@ -319,17 +319,6 @@ fn boot_time_seconds() -> Option<f64> {
         .lines()
         .find_map(|line| line.strip_prefix("btime "))?
         .trim()
-        .parse()
-        .ok()
-}
-
-fn max_open_files() -> Option<f64> {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()?
-        .lines()
-        .find(|line| line.starts_with("Max open files"))?
-        .split_whitespace()
-        .nth(3)?
         .parse()
         .ok()
 }

@@ -41,7 +41,8 @@ pub use config::{
 };
 pub use consensus::HistogramSnapshot;
 pub use monitor::{
-    environment, full_version, ConnectionInfo, Monitor, MonitorValue, ServerStats, VERSION,
+    environment, full_version, max_fds, open_fds, ConnectionInfo, Monitor, MonitorValue,
+    ServerStats, VERSION,
 };
 pub use server::{run, ServerError};
 pub use stats::Latency;

@@ -338,12 +338,13 @@ fn peer_values(shared: &Shared) -> Vec<(&'static str, MonitorValue)> {
     values
 }
 
-fn open_fds() -> usize {
+/// File descriptors this process has open.
+pub fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |dir| dir.count())
 }
 
 /// The soft limit on open files, from `/proc/self/limits`.
-fn max_fds() -> u64 {
+pub fn max_fds() -> u64 {
     std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|limits| {
