@@ -86,7 +86,7 @@ mod tests {
     fn a_children_reply_is_the_response_record_of_the_same_names() {
         let mut names = Children::default();
         for name in ["b", "a", "node-0000000001", "é"] {
-            names.insert(name.into());
+            names.insert(format!("/parent/{name}").into());
         }
         let sorted: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let stat = Stat {

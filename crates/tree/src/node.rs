@@ -9,6 +9,7 @@ use imbl::OrdSet;
 use jute::Stat;
 
 use crate::acl::AclList;
+use crate::path;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`.
 pub const CONTAINER_EPHEMERAL_OWNER: i64 = i64::MIN;
@@ -110,20 +111,25 @@ pub struct Node {
     pub children: Children,
 }
 
-/// The names of a znode's children. Most znodes have none, and an empty
+/// A znode's children, held by their full paths: the same `Arc<str>` the
+/// nodes map is keyed by, so a child costs its parent one set entry and no
+/// allocation of its own. Siblings share their parent's prefix, so path
+/// order is their names' order. Most znodes have no children, and an empty
 /// `OrdSet` still allocates a full B-tree node (about 1.5 KB), so the set
 /// exists only while there are children.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Children(Option<OrdSet<Arc<str>>>);
 
 impl Children {
-    pub fn insert(&mut self, name: Arc<str>) {
-        self.0.get_or_insert_with(OrdSet::new).insert(name);
+    /// Adds the child whose full path is `path`.
+    pub fn insert(&mut self, path: Arc<str>) {
+        self.0.get_or_insert_with(OrdSet::new).insert(path);
     }
 
-    pub fn remove(&mut self, name: &str) {
+    /// Removes the child whose full path is `path`.
+    pub fn remove(&mut self, path: &str) {
         if let Some(set) = &mut self.0 {
-            set.remove(name);
+            set.remove(path);
             if set.is_empty() {
                 self.0 = None;
             }
@@ -139,17 +145,30 @@ impl Children {
     }
 
     /// Names in sorted order.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.0.iter().flat_map(OrdSet::iter)
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0
+            .iter()
+            .flat_map(OrdSet::iter)
+            .map(|child| path::child_name(child))
     }
 
-    /// Names after `name` in sorted order, found in O(log n).
-    pub fn after<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Arc<str>> {
-        let after = (Bound::Excluded(name), Bound::Unbounded);
+    /// Names of the children whose paths sort after `path` (a sibling's
+    /// path, which need not exist), found in O(log n).
+    pub fn after<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a str> {
+        let after = (Bound::Excluded(path), Bound::Unbounded);
         self.0
             .iter()
             .flat_map(move |set| set.range::<_, str>(after))
+            .map(|child| path::child_name(child))
     }
+}
+
+/// The bytes a znode keeps: a copy of exactly `data`. A txn's data is a
+/// slice of the whole committed entry (path, ACL, the rest of a multi),
+/// and a znode holding that slice would keep all of it alive for as long
+/// as it lives: at 128-byte values, more than the data itself.
+pub fn owned(data: &Bytes) -> Bytes {
+    Bytes::copy_from_slice(data)
 }
 
 impl Node {

@@ -88,6 +88,14 @@ pub fn child_name(path: &str) -> &str {
     }
 }
 
+/// The path of the child `name` of `parent` (`""` and `"/"` both name the
+/// root).
+pub fn child_path(parent: &str, name: &str) -> String {
+    let parent = lookup_key(parent);
+    let separator = if parent == ROOT { "" } else { "/" };
+    format!("{parent}{separator}{name}")
+}
+
 /// ZooKeeper's nodes map holds the root under both `""` and `"/"`; we store
 /// it once, under `"/"`, and map the alias here.
 pub fn lookup_key(path: &str) -> &str {
@@ -201,6 +209,9 @@ mod tests {
         assert_eq!(parent_of("/a/"), Some("/a"));
         assert_eq!(parent_of("a"), None);
         assert_eq!(child_name("/a/b"), "b");
+        assert_eq!(child_path("/a", "b"), "/a/b");
+        assert_eq!(child_path("/", "b"), "/b");
+        assert_eq!(child_path("", "b"), "/b");
         assert_eq!(lookup_key(""), "/");
         assert_eq!(
             parent_for_delete("/zookeeper"),

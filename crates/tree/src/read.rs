@@ -51,7 +51,7 @@ impl DataTree {
     /// needed.
     pub fn get_children(&self, path: &str, auth: &[Id]) -> Result<(Vec<String>, Stat), ErrorCode> {
         let (children, stat) = self.children(path, auth)?;
-        let names = children.iter().map(|c| c.to_string()).collect();
+        let names = children.iter().map(str::to_owned).collect();
         Ok((names, stat))
     }
 
@@ -76,7 +76,8 @@ impl DataTree {
         max_bytes: usize,
     ) -> Result<(Vec<String>, Stat, bool), ErrorCode> {
         let node = self.readable(path, perms::READ, auth)?;
-        let mut rest = node.children.after(start_after);
+        let bound = path::child_path(path, start_after);
+        let mut rest = node.children.after(&bound);
         let mut names = Vec::new();
         let mut bytes = 0;
         for name in rest.by_ref() {

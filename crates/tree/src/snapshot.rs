@@ -213,7 +213,7 @@ impl DataTree {
     /// Adds a node read from a snapshot and indexes it, as ZooKeeper's
     /// `DataTree.deserialize` does. A snapshot's nodes come in path order
     /// (as `write_snapshot` writes them), which is checked: each path must
-    /// come after the one before, so none is there twice. The node's name
+    /// come after the one before, so none is there twice. The node's path
     /// is noted for its parent, which [`Self::adopt_children`] gives all
     /// its children at once.
     fn insert_loaded(
@@ -236,11 +236,12 @@ impl DataTree {
                 let parent_path = path::parent_of(&p)
                     .ok_or_else(|| corrupt(format!("node path {p:?} has no parent")))?;
                 let parent_key = path::lookup_key(parent_path);
-                let name: Arc<str> = Arc::from(path::child_name(&p));
                 match loading.children.get_mut(parent_key) {
-                    Some(names) => names.push(name),
+                    Some(children) => children.push(p.clone()),
                     None => {
-                        loading.children.insert(Arc::from(parent_key), vec![name]);
+                        loading
+                            .children
+                            .insert(Arc::from(parent_key), vec![p.clone()]);
                     }
                 }
             }
@@ -264,16 +265,16 @@ impl DataTree {
 
     /// Gives every loaded parent the names of its children.
     fn adopt_children(&mut self, loading: Loading) -> Result<(), SnapshotError> {
-        for (parent_path, names) in loading.children {
+        for (parent_path, paths) in loading.children {
             let parent = self.nodes.get_mut(&parent_path).ok_or_else(|| {
                 corrupt(format!(
                     "{parent_path:?}, parent of {:?}, is missing",
-                    names.first()
+                    paths.first()
                 ))
             })?;
             let children = &mut Arc::make_mut(parent).children;
-            for name in names {
-                children.insert(name);
+            for child in paths {
+                children.insert(child);
             }
         }
         Ok(())
@@ -285,7 +286,7 @@ impl DataTree {
 #[derive(Default)]
 struct Loading {
     last_path: Option<Arc<str>>,
-    /// Parent path -> its children's names, in order.
+    /// Parent path -> its children's paths, in order.
     children: HashMap<Arc<str>, Vec<Arc<str>>>,
 }
 
@@ -430,7 +431,7 @@ mod tests {
         assert_eq!(tree.nodes.len(), 5);
         let names = |p: &str| -> Vec<String> {
             let node = tree.nodes.get(p).unwrap();
-            node.children.iter().map(|c| c.to_string()).collect()
+            node.children.iter().map(str::to_owned).collect()
         };
         assert_eq!(names("/"), ["a", "a-b", "b"]);
         assert_eq!(names("/a"), ["x"]);

@@ -12,7 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
-use crate::node::{Node, OwnerKind, StatPersisted};
+use crate::node::{owned, Node, OwnerKind, StatPersisted};
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
 use crate::session::SessionInfo;
@@ -69,10 +69,10 @@ impl DataTree {
         let read_only: AclList = Arc::from(Acl::read_unsafe());
         let empty = || Node::new(Some(Bytes::new()), open.clone(), StatPersisted::default());
         let mut root = empty();
-        root.children.insert(Arc::from("zookeeper"));
+        root.children.insert(Arc::from(PROC_ZOOKEEPER));
         let mut proc_node = empty();
-        proc_node.children.insert(Arc::from("quota"));
-        proc_node.children.insert(Arc::from("config"));
+        proc_node.children.insert(Arc::from(QUOTA_ZOOKEEPER));
+        proc_node.children.insert(Arc::from(CONFIG_ZOOKEEPER));
         let mut config = Node::new(Some(Bytes::new()), read_only, StatPersisted::default());
         config.stat.aversion = -1;
 
@@ -137,10 +137,14 @@ impl DataTree {
             parent.stat.cversion = parent_cversion;
             parent.stat.pzxid = zxid;
         }
-        parent.children.insert(Arc::from(path::child_name(path)));
+        parent.children.insert(key.clone());
         let parent_acl = parent.acl.clone();
 
-        let node = Node::new(data, acl.clone(), StatPersisted::new(zxid, time_ms, owner));
+        let node = Node::new(
+            data.as_ref().map(owned),
+            acl.clone(),
+            StatPersisted::new(zxid, time_ms, owner),
+        );
         let data_len = node.data_len() as i64;
         let stat = node.client_stat();
         self.nodes.insert(key.clone(), Arc::new(node));
@@ -178,7 +182,7 @@ impl DataTree {
         let parent = self
             .node_mut(parent_path)
             .expect("delete under a checked parent");
-        parent.children.remove(path::child_name(path));
+        parent.children.remove(path);
         // Deletes never move cversion (clients see it move through
         // numChildren) and only move pzxid forward.
         if zxid > parent.stat.pzxid {
@@ -232,7 +236,7 @@ impl DataTree {
     ) -> Stat {
         let node = self.node_mut(path).expect("setData of a checked node");
         let old_len = node.data_len() as i64;
-        node.data = data;
+        node.data = data.as_ref().map(owned);
         let new_len = node.data_len() as i64;
         node.stat.mtime = time_ms;
         node.stat.mzxid = zxid;

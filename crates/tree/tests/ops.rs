@@ -3,10 +3,10 @@
 
 mod common;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use common::*;
 use jute::{perms, Acl, CreateMode, ErrorCode, EventType, Id, Stat};
-use tree::{DataTree, Outcome, TxnOp};
+use tree::{DataTree, Outcome, Txn, TxnOp};
 
 #[test]
 fn fresh_tree_matches_a_standalone_server() {
@@ -82,6 +82,33 @@ fn create_sets_every_stat_field() {
     let a = h.stat("/a");
     assert_eq!((a.cversion, a.pzxid, a.num_children, a.mzxid), (1, 3, 1, 2));
     assert_eq!(h.tree.get_data("/a", &[]).unwrap().0.unwrap(), "hello");
+}
+
+/// A txn's data is a slice of its whole committed entry; the znode keeps
+/// a copy of the data alone, not the entry (path, ACL, the rest of a
+/// multi) for as long as it lives.
+#[test]
+fn a_znode_keeps_its_data_not_the_entry_it_came_in() {
+    let mut h = Harness::new();
+    for op in [
+        create("/a", "x".repeat(128).as_str(), CreateMode::Persistent),
+        set_data("/a", "y".repeat(128).as_str(), -1),
+    ] {
+        let txn = Txn {
+            time_ms: T0,
+            session_id: SESSION,
+            auth: vec![],
+            op,
+        };
+        let mut encoded = BytesMut::new();
+        txn.encode(&mut encoded);
+        let entry = encoded.freeze();
+        h.zxid += 1;
+        h.tree.apply(h.zxid, &Txn::decode(entry.clone()).unwrap());
+        let data = h.tree.get_data("/a", &[]).unwrap().0.unwrap();
+        assert_eq!(data.len(), 128);
+        assert!(!entry.as_ptr_range().contains(&data.as_ptr()));
+    }
 }
 
 /// ZooKeeper keeps a null buffer null (`DataNode.data == null`) and
