@@ -1,9 +1,12 @@
 """multi (transactions) and multiRead."""
 
+import threading
+
 import pytest
 from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError,
                               RolledBackError, RuntimeInconsistency)
 
+from zkharness import children_counts_while
 from zkwire import (CreateMode, Err, Op, create_body, m_check, m_create,
                     m_delete, m_get_children, m_get_data, m_set, multi_body,
                     parse_multi)
@@ -197,3 +200,31 @@ def test_multi_check_only(server, raw_factory, root):
     assert c.multi([m_check(root, 0)]) == (0, [("check",)])
     assert c.multi([m_check(root, 1)]) == (0, [("error", Err.BADVERSION)])
     assert c.multi([m_check(f"{root}/nope", 0)]) == (0, [("error", Err.NONODE)])
+
+
+def test_a_large_multi_is_seen_whole_with_its_watch_events(kazoo_factory, server, root):
+    """A multi that changes many znodes (a server may apply it apart from
+    small ones) is still one step for every reader, and fires every watch
+    it should."""
+    writer, watcher, reader = (kazoo_factory(server) for _ in range(3))
+    paths = [f"{root}/n{i:03}" for i in range(200)]
+    created = threading.Semaphore(0)
+    for p in paths:
+        watcher.exists(p, watch=lambda event: created.release())
+    children_changed = threading.Event()
+    watcher.get_children(root, watch=lambda event: children_changed.set())
+
+    def commit():
+        t = writer.transaction()
+        for p in paths:
+            t.create(p, b"v")
+        assert all(r == p for r, p in zip(t.commit(), paths))
+
+    seen = children_counts_while(reader, root, len(paths), commit)
+    assert set(seen) <= {0, len(paths)}, f"a reader saw part of a multi: {sorted(set(seen))}"
+    assert seen[-1] == len(paths)
+    assert children_changed.wait(5)
+    for _ in paths:
+        assert created.acquire(timeout=5), "a NodeCreated event is missing"
+    czxids = {reader.exists(p).czxid for p in paths}
+    assert len(czxids) == 1

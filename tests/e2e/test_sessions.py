@@ -6,7 +6,7 @@ import time
 import pytest
 from kazoo.protocol.states import EventType, KazooState
 
-from zkharness import wait_until
+from zkharness import children_counts_while, wait_until
 from zkwire import CreateMode, RawClient
 
 # A server with short ticks so that expiry tests are quick.
@@ -247,3 +247,27 @@ def test_max_client_connections(server_factory, raw_factory):
     c = raw_factory(s)
     assert c.exists("/")[0] == 0
     assert a.exists("/")[0] == 0
+
+
+def test_closing_a_session_with_many_ephemerals_is_one_step(server, raw_factory,
+                                                            kazoo_factory, root):
+    """A session's ephemerals all go at once when it closes, however many
+    (a server may apply such a close apart from small txns), and every
+    watch on them fires."""
+    owner = raw_factory(server)
+    watcher, reader = kazoo_factory(server), kazoo_factory(server)
+    paths = [f"{root}/e{i:03}" for i in range(200)]
+    for p in paths:
+        assert owner.create(p, mode=CreateMode.EPHEMERAL)[0] == 0
+    deleted = threading.Semaphore(0)
+    for p in paths:
+        watcher.exists(p, watch=lambda event: deleted.release())
+
+    def close():
+        assert owner.request(-11).err == 0  # closeSession
+
+    seen = children_counts_while(reader, root, 0, close)
+    assert seen[-1] == 0, "the ephemerals never went"
+    assert set(seen) <= {0, len(paths)}, f"a reader saw part of a close: {sorted(set(seen))}"
+    for _ in paths:
+        assert deleted.acquire(timeout=5), "a NodeDeleted event is missing"

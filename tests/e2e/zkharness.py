@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Dict, Optional
@@ -332,3 +333,27 @@ class Server:
         with socket.create_connection((self.host, self.port), timeout=timeout) as s:
             s.sendall(data)
             return read_until_close(s, timeout)
+
+
+def children_counts_while(reader, path, until_count, work):
+    """Runs `work` while another thread lists `path` as fast as it can,
+    until it sees `until_count` children; returns every count it saw."""
+    seen = []
+    done = threading.Event()
+
+    def poll():
+        while not done.is_set():
+            seen.append(len(reader.get_children(path)))
+            if seen[-1] == until_count:
+                return
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        work()
+        poller.join(10)
+    finally:
+        done.set()
+        poller.join(10)
+    return seen
+

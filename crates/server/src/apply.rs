@@ -1,10 +1,22 @@
-//! The apply loop: committed entries, in log order, become tree versions.
+//! The apply loop: committed entries, in log order, change the published
+//! tree.
 //!
-//! For each batch the loop applies every txn to its working tree, then in
-//! one critical section publishes the new version and queues the watch
-//! events of its triggers, and only then completes the proposers' waiters.
-//! A client therefore receives a watch event before the reply (or any later
+//! Each txn is applied to the published tree in place, in one critical
+//! section that also moves the applied zxid and queues the watch events of
+//! its triggers; the proposers' waiters are completed after the batch. A
+//! client therefore receives a watch event before the reply (or any later
 //! read) that shows the change, ZooKeeper's ordering guarantee.
+//!
+//! In place, because a tree shared with a clone pays for every write: the
+//! first change to each node of a persistent map copies it (a B-tree node
+//! of 64 entries and their reference counts, at every level), and dropping
+//! the old version frees it again. Publishing a clone per batch made every
+//! write pay that along its whole path, which grew with the tree (at 1M
+//! znodes a third of the server's CPU). Now a node is copied at most once
+//! per snapshot, while the snapshot writer holds its clone. A reader waits
+//! for at most one txn; a txn that may change many znodes (a big multi, a
+//! session with many ephemerals closing) is applied to a clone outside the
+//! lock and swapped in, as every txn was before.
 //!
 //! When a snapshot is due (`snapshot_schedule`: by txns or by log size)
 //! the loop hands an O(1) clone of the tree to a blocking task that writes
@@ -16,14 +28,20 @@ use std::time::Instant;
 
 use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
 use tokio::sync::mpsc;
-use tree::{DataTree, Outcome, Trigger, Txn, TxnOp};
+use tree::{Applied, DataTree, Outcome, Trigger, Txn, TxnOp};
 
-use crate::shared::{Committed, QueuedEvent, Shared, Waiter, WatchEvent};
+use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_schedule::SnapshotSchedule;
 
+/// A txn that may change more znodes than this is applied outside the
+/// published lock (on an O(1) clone, swapped in), so that readers never
+/// wait for a long one.
+const ZNODES_CHANGED_IN_PLACE_MAX: usize = 64;
+
+/// Applies committed entries to `shared.published.tree`, the one tree of
+/// the server, which only this loop changes.
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
-    pub tree: DataTree,
     pub snapshots: Arc<Snapshots>,
     pub snapshot_in_progress: Arc<AtomicBool>,
     pub voters: Vec<u64>,
@@ -71,22 +89,31 @@ impl ApplyLoop {
                 reason: "it is not the newest snapshot on disk".into(),
             });
         };
-        self.tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
+        let tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
             index: found.index,
             reason: e.to_string(),
         })?;
         let now = Instant::now();
-        for (id, info) in self.tree.sessions() {
+        for (id, info) in tree.sessions() {
             self.shared
                 .sessions
                 .track(id, crate::session::session_timeout(info.timeout_ms), now);
         }
         self.snapshot_schedule
-            .restart(self.tree.approximate_data_bytes());
-        self.publish(found.index, Some(found.index as i64), Vec::new());
+            .restart(tree.approximate_data_bytes());
+        let nodes = tree.node_count();
+        let replaced = {
+            let mut published = self.shared.published();
+            published.applied_index = found.index;
+            published.last_zxid = found.index as i64;
+            std::mem::replace(&mut published.tree, tree)
+        };
+        self.shared.applied.send_replace(found.index);
+        // Freed after the lock is released: the old tree may be large.
+        drop(replaced);
         tracing::info!(
             zxid = found.index,
-            nodes = self.tree.node_count(),
+            nodes,
             "restored a snapshot from the leader"
         );
         Ok(())
@@ -94,41 +121,31 @@ impl ApplyLoop {
 
     fn apply_batch(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Result<(), ApplyError> {
         let mut replies: Vec<(Waiter, Committed)> = Vec::new();
-        let mut events: Vec<(i64, Vec<Trigger>)> = Vec::new();
         let mut closed_sessions: Vec<i64> = Vec::new();
         let mut last = None;
-        let mut last_txn = None;
         for entry in batch {
             last = Some((entry.index, entry.term));
             if entry.data.is_empty() {
+                // Raft's own entry (a new leader's no-op): no txn, no zxid.
+                self.shared.published().applied_index = entry.index;
                 continue;
             }
-            last_txn = Some(entry.index as i64);
             self.snapshot_schedule.count(entry.data.len());
             let txn = Txn::decode(entry.data).map_err(|source| ApplyError::BadEntry {
                 index: entry.index,
                 source,
             })?;
             let zxid = entry.index as i64;
-            let applied = self.tree.apply(zxid, &txn);
-            self.track_session(&txn, &applied.outcome, &mut closed_sessions);
-            if !applied.triggers.is_empty() {
-                events.push((zxid, applied.triggers));
-            }
+            let outcome = self.apply_txn(entry.index, &txn);
+            self.track_session(&txn, &outcome, &mut closed_sessions);
             if let Some(waiter) = entry.waiter {
-                replies.push((
-                    waiter,
-                    Committed {
-                        zxid,
-                        outcome: applied.outcome,
-                    },
-                ));
+                replies.push((waiter, Committed { zxid, outcome }));
             }
         }
         let Some((last_index, last_term)) = last else {
             return Ok(());
         };
-        self.publish(last_index, last_txn, events);
+        self.shared.applied.send_replace(last_index);
         for (waiter, committed) in replies {
             // The connection may have gone; its reply has nowhere to go.
             let _ = waiter.send(committed);
@@ -142,6 +159,33 @@ impl ApplyLoop {
             self.start_snapshot(last_index, last_term);
         }
         Ok(())
+    }
+
+    /// Applies the txn at log index `index` to the published tree and, in
+    /// the same critical section, moves the applied zxid and queues the
+    /// watch events of its triggers.
+    fn apply_txn(&self, index: u64, txn: &Txn) -> Outcome {
+        let zxid = index as i64;
+        let mut published = self.shared.published();
+        let (applied, replaced) =
+            if published.tree.znodes_changed_at_most(txn) <= ZNODES_CHANGED_IN_PLACE_MAX {
+                (published.tree.apply(zxid, txn), None)
+            } else {
+                let mut tree = published.tree.clone();
+                drop(published);
+                let applied = tree.apply(zxid, txn);
+                published = self.shared.published();
+                let replaced = std::mem::replace(&mut published.tree, tree);
+                (applied, Some(replaced))
+            };
+        published.applied_index = index;
+        published.last_zxid = zxid;
+        let Applied { outcome, triggers } = applied;
+        self.fire(&mut published, zxid, triggers);
+        drop(published);
+        // Freed after the lock is released: it may hold many old nodes.
+        drop(replaced);
+        outcome
     }
 
     /// Keeps liveness tracking in step with the replicated session table.
@@ -159,47 +203,40 @@ impl ApplyLoop {
         }
     }
 
-    fn publish(&self, applied_index: u64, last_txn: Option<i64>, events: Vec<(i64, Vec<Trigger>)>) {
-        let mut published = self.shared.published();
-        published.tree = self.tree.clone();
-        published.applied_index = applied_index;
-        if let Some(zxid) = last_txn {
-            published.last_zxid = zxid;
-        }
-        self.shared.applied.send_replace(applied_index);
-        if events.is_empty() {
+    /// Queues the watch events of one txn's triggers for the connections
+    /// that registered them and may read the znode.
+    fn fire(&self, published: &mut Published, zxid: i64, triggers: Vec<Trigger>) {
+        if triggers.is_empty() {
             return;
         }
         let connections = self.shared.connections();
-        for (zxid, triggers) in events {
-            for trigger in triggers {
-                for connection in published.watches.trigger(&trigger.path, trigger.event) {
-                    let Some(handle) = connections.get(&connection) else {
-                        continue;
-                    };
-                    let auth = handle.auth.lock().expect("auth poisoned").clone();
-                    if !tree::check_acl(&trigger.acl, jute::perms::READ, &auth) {
-                        continue;
-                    }
-                    let event = WatchEvent {
-                        zxid,
-                        event: trigger.event,
-                        path: trigger.path.clone(),
-                    };
-                    // A client that cannot keep up with its events is
-                    // disconnected rather than silently losing one; it
-                    // re-registers its watches when it reconnects.
-                    let queued = QueuedEvent {
-                        event,
-                        after_answers: handle.answers_built.load(Ordering::Acquire),
-                    };
-                    if handle.events.try_send(queued).is_err() {
-                        tracing::warn!(
-                            remote = %handle.remote,
-                            "closing a connection whose client is not reading its watch events"
-                        );
-                        handle.kill.cancel();
-                    }
+        for trigger in triggers {
+            for connection in published.watches.trigger(&trigger.path, trigger.event) {
+                let Some(handle) = connections.get(&connection) else {
+                    continue;
+                };
+                let auth = handle.auth.lock().expect("auth poisoned").clone();
+                if !tree::check_acl(&trigger.acl, jute::perms::READ, &auth) {
+                    continue;
+                }
+                let event = WatchEvent {
+                    zxid,
+                    event: trigger.event,
+                    path: trigger.path.clone(),
+                };
+                // A client that cannot keep up with its events is
+                // disconnected rather than silently losing one; it
+                // re-registers its watches when it reconnects.
+                let queued = QueuedEvent {
+                    event,
+                    after_answers: handle.answers_built.load(Ordering::Acquire),
+                };
+                if handle.events.try_send(queued).is_err() {
+                    tracing::warn!(
+                        remote = %handle.remote,
+                        "closing a connection whose client is not reading its watch events"
+                    );
+                    handle.kill.cancel();
                 }
             }
         }
@@ -209,9 +246,9 @@ impl ApplyLoop {
         if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
             return;
         }
+        let tree = self.shared.published().tree.clone();
         self.snapshot_schedule
-            .restart(self.tree.approximate_data_bytes());
-        let tree = self.tree.clone();
+            .restart(tree.approximate_data_bytes());
         let meta = SnapshotMeta {
             index,
             term,

@@ -142,7 +142,7 @@ pub async fn run(
     let shared = Arc::new(Shared {
         server_id,
         published: Mutex::new(Published {
-            tree: tree.clone(),
+            tree,
             watches: WatchRegistry::default(),
             last_zxid: applied_index as i64,
             applied_index,
@@ -167,11 +167,10 @@ pub async fn run(
     let snapshot_schedule = SnapshotSchedule::new(
         shared.config.snap_count,
         shared.config.snap_size_limit_kb,
-        tree.approximate_data_bytes(),
+        shared.published().tree.approximate_data_bytes(),
     );
     let apply = ApplyLoop {
         shared: shared.clone(),
-        tree,
         snapshots,
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
         voters,

@@ -2,9 +2,9 @@
 //!
 //! `published` pairs the newest applied tree with the watch registry under
 //! one std mutex: a read that sets a watch looks at the tree and registers
-//! the watch in one critical section, and the apply loop swaps in a new
-//! tree and fires that version's triggers in one critical section, so no
-//! change can slip between a read and its watch. Lock order where two are
+//! the watch in one critical section, and the apply loop applies a txn to
+//! the tree and fires its triggers in one critical section, so no change
+//! can slip between a read and its watch. Lock order where two are
 //! held: `published`, then `connections`. No lock is held across an await.
 
 use std::collections::HashMap;

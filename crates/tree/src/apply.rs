@@ -44,6 +44,20 @@ impl DataTree {
         Applied { outcome, triggers }
     }
 
+    /// The most znodes applying `txn` can change: a multi's op count, a
+    /// closing session's ephemerals, else one. What a reader waits when a
+    /// server applies the txn in place is proportional to it.
+    pub fn znodes_changed_at_most(&self, txn: &Txn) -> usize {
+        match &txn.op {
+            TxnOp::Multi(ops) => ops.len(),
+            TxnOp::CloseSession => self
+                .ephemerals
+                .get(&txn.session_id)
+                .map_or(0, |paths| paths.len()),
+            _ => 1,
+        }
+    }
+
     fn apply_op(&mut self, ctx: &Ctx, op: &TxnOp, triggers: &mut Vec<Trigger>) -> OpResult {
         match op {
             TxnOp::CreateSession {

@@ -905,3 +905,33 @@ fn versions_are_cheap_and_independent() {
     fn send_sync<T: Send + Sync + 'static>(_: &T) {}
     send_sync(&h.tree);
 }
+
+/// What the server weighs to decide whether a txn may be applied while
+/// readers wait: a multi's ops, a closing session's ephemerals, else one.
+#[test]
+fn znodes_changed_at_most_counts_multi_ops_and_a_closing_session_s_ephemerals() {
+    let mut h = Harness::new();
+    h.mk("/p", "");
+    for name in ["/p/e1", "/p/e2"] {
+        h.apply(create(name, "", CreateMode::Ephemeral));
+    }
+    let txn = |op| Txn {
+        time_ms: T0,
+        session_id: SESSION,
+        auth: vec![],
+        op,
+    };
+    let multi = TxnOp::Multi(vec![
+        set_data("/p", "a", -1),
+        set_data("/p", "b", -1),
+        set_data("/p", "c", -1),
+    ]);
+    assert_eq!(h.tree.znodes_changed_at_most(&txn(multi)), 3);
+    assert_eq!(h.tree.znodes_changed_at_most(&txn(TxnOp::CloseSession)), 2);
+    let other_session = Txn {
+        session_id: SESSION + 1,
+        ..txn(TxnOp::CloseSession)
+    };
+    assert_eq!(h.tree.znodes_changed_at_most(&other_session), 0);
+    assert_eq!(h.tree.znodes_changed_at_most(&txn(set_data("/p", "", -1))), 1);
+}
