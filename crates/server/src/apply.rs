@@ -31,7 +31,7 @@ use tokio::sync::mpsc;
 use tree::{Applied, DataTree, Outcome, Trigger, Txn, TxnOp};
 
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
-use crate::snapshot_schedule::SnapshotSchedule;
+use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 
 /// A txn that may change more znodes than this is applied outside the
 /// published lock (on an O(1) clone, swapped in), so that readers never
@@ -99,8 +99,7 @@ impl ApplyLoop {
                 .sessions
                 .track(id, crate::session::session_timeout(info.timeout_ms), now);
         }
-        self.snapshot_schedule
-            .restart(tree.approximate_data_bytes());
+        self.snapshot_schedule.restart(TreeSize::of(&tree));
         let nodes = tree.node_count();
         let replaced = {
             let mut published = self.shared.published();
@@ -247,8 +246,7 @@ impl ApplyLoop {
             return;
         }
         let tree = self.shared.published().tree.clone();
-        self.snapshot_schedule
-            .restart(tree.approximate_data_bytes());
+        self.snapshot_schedule.restart(TreeSize::of(&tree));
         let meta = SnapshotMeta {
             index,
             term,

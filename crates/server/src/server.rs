@@ -22,7 +22,7 @@ use crate::ensemble::{Ensemble, PeerNote};
 use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
-use crate::snapshot_schedule::SnapshotSchedule;
+use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
 use crate::watch::WatchRegistry;
 
@@ -167,7 +167,7 @@ pub async fn run(
     let snapshot_schedule = SnapshotSchedule::new(
         shared.config.snap_count,
         shared.config.snap_size_limit_kb,
-        shared.published().tree.approximate_data_bytes(),
+        TreeSize::of(&shared.published().tree),
     );
     let apply = ApplyLoop {
         shared: shared.clone(),

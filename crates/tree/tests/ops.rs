@@ -933,5 +933,8 @@ fn znodes_changed_at_most_counts_multi_ops_and_a_closing_session_s_ephemerals() 
         ..txn(TxnOp::CloseSession)
     };
     assert_eq!(h.tree.znodes_changed_at_most(&other_session), 0);
-    assert_eq!(h.tree.znodes_changed_at_most(&txn(set_data("/p", "", -1))), 1);
+    assert_eq!(
+        h.tree.znodes_changed_at_most(&txn(set_data("/p", "", -1))),
+        1
+    );
 }
