@@ -39,6 +39,8 @@ pub struct Planned {
     pub job: Job,
     /// snapCount for this run's servers, when not the default.
     pub snap_count: Option<u64>,
+    /// ZooKeeper's heap for this run, when the plan's default is too small.
+    pub zk_heap_mb: Option<u32>,
 }
 
 /// What one system did in one planned run.
@@ -98,11 +100,13 @@ fn plan(quick: bool) -> Vec<Planned> {
         ops: q(300, 10_000),
         value_size: 1024,
     });
-    let crud = Job::Crud(crud::CrudArgs {
+    let crud_args = crud::CrudArgs {
         clients: q(10, 100),
         znodes: q(100, 1000),
         value_sizes: vec![1024, 10240],
-    });
+        preset: None,
+    };
+    let crud = Job::Crud(crud_args.clone());
     let barrier = Job::Barrier(barrier::BarrierArgs {
         clients: q(10, 50),
         barriers: q(20, 200),
@@ -158,6 +162,7 @@ fn plan(quick: bool) -> Vec<Planned> {
         servers,
         job,
         snap_count: None,
+        zk_heap_mb: None,
     };
     let mut runs = vec![
         planned(1, mix.clone()),
@@ -174,10 +179,23 @@ fn plan(quick: bool) -> Vec<Planned> {
             servers: 1,
             job: statesize,
             snap_count: quick.then_some(2000),
+            zk_heap_mb: None,
         },
     ];
     if !quick {
         runs.push(planned(1, rebalance.clone()));
+        // About 10 GB of data at its largest, which ZooKeeper holds in its
+        // heap.
+        runs.push(Planned {
+            zk_heap_mb: Some(18_432),
+            ..planned(
+                1,
+                Job::Crud(crud::CrudArgs {
+                    preset: Some(crud::Preset::TenGb),
+                    ..crud_args
+                }),
+            )
+        });
     }
     runs.extend([
         planned(3, mix),
@@ -200,7 +218,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, barrier, watch, treesize, children, statesize, failover, rolling-restart, rebalance, rate");
+            bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, rolling-restart, rebalance, rate");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;
@@ -221,8 +239,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             let dir =
                 args.data_dir
                     .join(format!("{}-{}-{}", p.servers, p.job.name(), system.name()));
-            let mut target =
-                TargetArgs::started(system, p.servers, dir.clone(), zk_heap_mb(args.quick));
+            let heap_mb = p.zk_heap_mb.unwrap_or(zk_heap_mb(args.quick));
+            let mut target = TargetArgs::started(system, p.servers, dir.clone(), heap_mb);
             if let Some(snap_count) = p.snap_count {
                 target.snap_count = snap_count;
             }

@@ -187,7 +187,7 @@ fn measure_one(job: &Job, target: &TargetArgs) -> anyhow::Result<measure::Measur
         .with_context(|| format!("{} against {}", job.name(), deployment.label()))?;
     measurement.command = format!(
         "paddock bench {} {} {}",
-        job.name(),
+        job.subcommand(),
         target.flags(),
         job.flags()
     );

@@ -11,7 +11,7 @@ use client::{Client, ConnectOptions, CreateMode, Error};
 use rand::Rng as _;
 
 use crate::deploy::CpuClock;
-use crate::measure::Latencies;
+use crate::measure::{Latencies, Row};
 
 /// Handshakes in flight at once while opening sessions: a thousand at
 /// once would measure the server's accept backlog, not the workload.
@@ -141,6 +141,58 @@ pub fn report_progress(
             );
         }
     })
+}
+
+/// Counts a phase's operations as they complete and notes when each tenth
+/// of them was done, so that the rate at the phase's end can be set beside
+/// the rate at its start: a server that slows as its state grows shows.
+pub struct Tenths {
+    began: Instant,
+    total: usize,
+    /// Operations completed; shared with [`report_progress`].
+    pub done: Arc<AtomicUsize>,
+    marks: std::sync::Mutex<Vec<Instant>>,
+}
+
+impl Tenths {
+    pub fn start(total: usize) -> Arc<Tenths> {
+        Arc::new(Tenths {
+            began: Instant::now(),
+            total,
+            done: Arc::default(),
+            marks: std::sync::Mutex::default(),
+        })
+    }
+
+    /// One more operation completed.
+    pub fn done_one(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        let tenth = (self.total / 10).max(1);
+        if done.is_multiple_of(tenth) && done / tenth <= 10 {
+            self.marks
+                .lock()
+                .expect("tenths poisoned")
+                .push(Instant::now());
+        }
+    }
+
+    /// The phase's rates: over all of it (`ops_per_sec`, `seconds`), its
+    /// first tenth and its last tenth.
+    pub fn rates(&self, row: Row) -> Row {
+        let mut marks = self.marks.lock().expect("tenths poisoned").clone();
+        marks.sort();
+        marks.resize(10, Instant::now());
+        let elapsed = marks[9] - self.began;
+        let tenth = (self.total / 10) as f64;
+        let rate = |from: Instant, to: Instant| tenth / (to - from).as_secs_f64().max(1e-9);
+        row.metric(
+            "ops_per_sec",
+            self.total as f64 / elapsed.as_secs_f64().max(1e-9),
+        )
+        .metric("first_tenth_ops_per_sec", rate(self.began, marks[0]))
+        .metric("last_tenth_ops_per_sec", rate(marks[8], marks[9]))
+        .metric("seconds", elapsed.as_secs_f64())
+    }
 }
 
 /// Waits for every client task and merges the latencies they recorded.

@@ -111,16 +111,79 @@ impl Results<'_> {
         (last.0 > first.0).then(|| (last.1 - first.1) / (last.0 - first.0) * 1e6)
     }
 
-    fn headline(&self) -> String {
-        struct Line {
-            what: String,
-            unit: &'static str,
-            zk: Option<f64>,
-            paddock: Option<f64>,
-            higher_better: bool,
-            goal: &'static str,
-            met: Option<bool>,
+    /// A treesize rate at the largest tree measured over the same rate on
+    /// the empty tree (`kind`: reads, writes or mixed 50%).
+    fn treesize_kept(&self, system: System, kind: &str) -> Option<f64> {
+        let m = self.get(1, "treesize", system)?;
+        let largest = m.rows.iter().filter_map(|r| r.x).fold(0.0, f64::max);
+        let rate = |size: f64| {
+            let label = format!("{kind} @ {size} znodes");
+            m.rows
+                .iter()
+                .find(|r| r.label == label)?
+                .metrics
+                .get("ops_per_sec")
+                .copied()
+        };
+        Some(rate(largest)? / rate(0.0)?)
+    }
+
+    /// Issue 11's goals: rates that do not fall as the tree and its data
+    /// grow, side by side with ZooKeeper's.
+    fn flat_at_scale_lines(&self) -> Vec<Line> {
+        let mut lines = Vec::new();
+        for kind in ["reads", "writes", "mixed 50%"] {
+            let zk = self.treesize_kept(System::Zookeeper, kind);
+            let paddock = self.treesize_kept(System::Paddock, kind);
+            lines.push(Line {
+                what: format!(
+                    "{kind} at the largest tree, of the empty tree's rate (standalone, treesize)"
+                ),
+                unit: "x",
+                zk,
+                paddock,
+                higher_better: true,
+                goal: "at least 0.9",
+                met: paddock.map(|p| p >= 0.9),
+            });
         }
+        let Some(crud) = self.get(1, "crud-10gb", System::Paddock) else {
+            return lines;
+        };
+        for row in &crud.rows {
+            let seconds = |system| self.metric(1, "crud-10gb", system, &row.label, "seconds");
+            let (zk, paddock) = (seconds(System::Zookeeper), seconds(System::Paddock));
+            lines.push(Line {
+                what: format!("{} phase time (standalone, crud-10gb)", row.label),
+                unit: "s",
+                zk,
+                paddock,
+                higher_better: false,
+                goal: "faster than ZooKeeper",
+                met: advantage(zk, paddock, false).map(|a| a >= 1.0),
+            });
+            let kept = |system| {
+                let rate = |metric| self.metric(1, "crud-10gb", system, &row.label, metric);
+                Some(rate("last_tenth_ops_per_sec")? / rate("first_tenth_ops_per_sec")?)
+            };
+            let paddock = kept(System::Paddock);
+            lines.push(Line {
+                what: format!(
+                    "{} last tenth's rate over the first's (standalone, crud-10gb)",
+                    row.label
+                ),
+                unit: "x",
+                zk: kept(System::Zookeeper),
+                paddock,
+                higher_better: true,
+                goal: "at least 0.9",
+                met: paddock.map(|p| p >= 0.9),
+            });
+        }
+        lines
+    }
+
+    fn headline(&self) -> String {
         let mut lines = Vec::new();
         for servers in [1, 3] {
             let t = topology(servers);
@@ -319,6 +382,7 @@ impl Results<'_> {
             goal: "faster than ZooKeeper",
             met: advantage(zk, paddock, false).map(|a| a >= 1.0),
         });
+        lines.extend(self.flat_at_scale_lines());
         let mut md = String::from(
             "| measure | unit | ZooKeeper | Paddock | Paddock vs ZooKeeper | goal | met |\n\
              |---|---|---:|---:|---:|---|---|\n",
@@ -529,6 +593,17 @@ impl Results<'_> {
 }
 
 /// How many times better Paddock is than ZooKeeper on this metric.
+/// One row of the headline: a measure, both systems' figures, the goal.
+struct Line {
+    what: String,
+    unit: &'static str,
+    zk: Option<f64>,
+    paddock: Option<f64>,
+    higher_better: bool,
+    goal: &'static str,
+    met: Option<bool>,
+}
+
 fn advantage(zk: Option<f64>, paddock: Option<f64>, higher_better: bool) -> Option<f64> {
     let (zk, paddock) = (zk?, paddock?);
     if zk <= 0.0 || paddock <= 0.0 {
@@ -552,6 +627,7 @@ fn ratio_cell(ratio: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::Row;
 
     #[test]
     fn advantage_is_better_above_one_whichever_way_the_metric_points() {
@@ -559,5 +635,39 @@ mod tests {
         assert_eq!(advantage(Some(9.0), Some(3.0), false), Some(3.0));
         assert_eq!(advantage(Some(0.0), Some(3.0), false), None);
         assert_eq!(advantage(None, Some(3.0), true), None);
+    }
+
+    #[test]
+    fn the_rate_kept_at_the_largest_tree_is_over_the_empty_tree_s() {
+        let treesize = |system, writes_at_0: f64, writes_at_1m: f64| {
+            let mut m = Measurement::new("treesize", "x", String::new());
+            for (size, rate) in [(0.0, writes_at_0), (1e6, writes_at_1m)] {
+                m.rows.push(
+                    Row::new(format!("writes @ {size} znodes"))
+                        .at(size)
+                        .metric("ops_per_sec", rate),
+                );
+            }
+            Outcome {
+                servers: 1,
+                workload: "treesize",
+                system,
+                result: Ok(m),
+            }
+        };
+        let outcomes = [
+            treesize(System::Zookeeper, 20_000.0, 10_000.0),
+            treesize(System::Paddock, 50_000.0, 46_000.0),
+        ];
+        let results = Results(&outcomes);
+        assert_eq!(results.treesize_kept(System::Zookeeper, "writes"), Some(0.5));
+        assert_eq!(results.treesize_kept(System::Paddock, "writes"), Some(0.92));
+        assert_eq!(results.treesize_kept(System::Paddock, "reads"), None);
+        let writes = results
+            .flat_at_scale_lines()
+            .into_iter()
+            .find(|l| l.what.starts_with("writes"))
+            .unwrap();
+        assert_eq!(writes.met, Some(true));
     }
 }

@@ -10,7 +10,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context as _};
@@ -76,7 +76,7 @@ pub async fn run(args: &ChildrenArgs, deployment: &mut Deployment) -> anyhow::Re
     .await?;
     m.rows.push(
         created
-            .row("create")
+            .rates(Row::new("create"))
             .cpu_per_op(spending.spent(), args.children as u64),
     );
     let rss = deployment.rss_bytes();
@@ -97,7 +97,7 @@ pub async fn run(args: &ChildrenArgs, deployment: &mut Deployment) -> anyhow::Re
     .await?;
     m.rows.push(
         deleted
-            .row("delete")
+            .rates(Row::new("delete"))
             .cpu_per_op(spending.spent(), args.children as u64),
     );
     let left = clients[0]
@@ -115,52 +115,22 @@ pub async fn run(args: &ChildrenArgs, deployment: &mut Deployment) -> anyhow::Re
 
 type Op = fn(Client, usize) -> Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
 
-/// When each tenth of a phase completed.
-struct Phase {
-    began: Instant,
-    tenths: Vec<Instant>,
-    total: usize,
-}
-
-impl Phase {
-    fn row(&self, label: &str) -> Row {
-        let elapsed = self
-            .tenths
-            .last()
-            .map_or(Duration::ZERO, |t| *t - self.began);
-        let tenth = (self.total / 10) as f64;
-        let rate = |from: Instant, to: Instant| tenth / (to - from).as_secs_f64().max(1e-9);
-        let first = rate(self.began, self.tenths[0]);
-        let last = rate(self.tenths[8], self.tenths[9]);
-        Row::new(label)
-            .metric(
-                "ops_per_sec",
-                self.total as f64 / elapsed.as_secs_f64().max(1e-9),
-            )
-            .metric("first_tenth_ops_per_sec", first)
-            .metric("last_tenth_ops_per_sec", last)
-            .metric("seconds", elapsed.as_secs_f64())
-    }
-}
-
 /// Runs `op` on every child index, `outstanding` at a time per session.
 async fn each_child(
     clients: &[Client],
     args: &ChildrenArgs,
     what: &str,
     op: Op,
-) -> anyhow::Result<Phase> {
+) -> anyhow::Result<Arc<load::Tenths>> {
     let total = args.children;
     eprintln!("  {what} {total} children");
     let next = Arc::new(AtomicUsize::new(0));
-    let done = Arc::new(AtomicUsize::new(0));
-    let tenths = Arc::new(Mutex::new(Vec::new()));
-    let progress = load::report_progress(what.to_string(), total, done.clone());
-    let began = Instant::now();
+    let tenths = load::Tenths::start(total);
+    let progress = load::report_progress(what.to_string(), total, tenths.done.clone());
     let mut tasks = Vec::new();
     for zk in clients {
         for _ in 0..args.outstanding {
-            let (zk, next, done, tenths) = (zk.clone(), next.clone(), done.clone(), tenths.clone());
+            let (zk, next, tenths) = (zk.clone(), next.clone(), tenths.clone());
             tasks.push(tokio::spawn(async move {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -168,10 +138,7 @@ async fn each_child(
                         return Ok::<(), anyhow::Error>(());
                     }
                     op(zk.clone(), i).await?;
-                    let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-                    if finished % (total / 10) == 0 && finished / (total / 10) <= 10 {
-                        tenths.lock().expect("tenths poisoned").push(Instant::now());
-                    }
+                    tenths.done_one();
                 }
             }));
         }
@@ -184,14 +151,7 @@ async fn each_child(
     }
     progress.abort();
     result?;
-    let mut tenths = std::mem::take(&mut *tenths.lock().expect("tenths poisoned"));
-    tenths.sort();
-    tenths.resize(10, Instant::now());
-    Ok(Phase {
-        began,
-        tenths,
-        total,
-    })
+    Ok(tenths)
 }
 
 /// Starts a session that asks exists() over and over while `listing`

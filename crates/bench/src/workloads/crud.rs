@@ -1,7 +1,9 @@
 //! `crud`: C clients in parallel each create N znodes with V bytes, then
 //! set, get and delete them, one request at a time per client — the
-//! public Rust-client ZooKeeper benchmark. Time per phase and latency per
-//! request.
+//! public Rust-client ZooKeeper benchmark. Time per phase, latency per
+//! request, and the rate over each phase's first and last tenth, so that
+//! a server slowing down as its data grows shows. `--preset 10gb` is that
+//! benchmark at full size, where ZooKeeper slowed down as the data grew.
 
 use std::time::Instant;
 
@@ -23,10 +25,41 @@ pub struct CrudArgs {
     /// Value sizes in bytes; the four phases run once for each.
     #[arg(long, value_delimiter = ',', default_values_t = [1024, 10240])]
     pub value_sizes: Vec<usize>,
+    /// Run a preset instead of the flags above.
+    #[arg(long, value_enum)]
+    pub preset: Option<Preset>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    /// The public benchmark at full size: 100 clients each create 10,000
+    /// empty znodes, set them to 10 KB (about 10 GB in all), then to 1 KB,
+    /// get and delete them.
+    #[value(name = "10gb")]
+    TenGb,
+}
+
+/// One phase over every znode, writing values of `value_size` bytes (or
+/// reading or deleting values of that size).
+#[derive(Clone, Copy)]
+struct Step {
+    phase: Phase,
+    value_size: usize,
 }
 
 impl CrudArgs {
+    /// The workload's name: a preset is reported apart.
+    pub fn name(&self) -> &'static str {
+        match self.preset {
+            Some(Preset::TenGb) => "crud-10gb",
+            None => "crud",
+        }
+    }
+
     pub fn flags(&self) -> String {
+        if self.preset == Some(Preset::TenGb) {
+            return "--preset 10gb".into();
+        }
         let sizes: Vec<String> = self.value_sizes.iter().map(usize::to_string).collect();
         format!(
             "--clients {} --znodes {} --value-sizes {}",
@@ -34,6 +67,32 @@ impl CrudArgs {
             self.znodes,
             sizes.join(",")
         )
+    }
+
+    /// Clients, znodes per client, and the phases in order.
+    fn plan(&self) -> (usize, usize, Vec<Step>) {
+        let step = |phase, value_size| Step { phase, value_size };
+        match self.preset {
+            Some(Preset::TenGb) => (
+                100,
+                10_000,
+                vec![
+                    step(Phase::Create, 0),
+                    step(Phase::Set, 10_240),
+                    step(Phase::Set, 1024),
+                    step(Phase::Get, 1024),
+                    step(Phase::Delete, 1024),
+                ],
+            ),
+            None => {
+                let steps = self
+                    .value_sizes
+                    .iter()
+                    .flat_map(|&size| Phase::ALL.map(|phase| step(phase, size)))
+                    .collect();
+                (self.clients, self.znodes, steps)
+            }
+        }
     }
 }
 
@@ -71,52 +130,49 @@ impl Phase {
 }
 
 pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
-    let mut m = Measurement::new("crud", deployment.label(), String::new());
-    m.setting("clients", args.clients);
-    m.setting("znodes per client", args.znodes);
-    let clients = load::connect(deployment.connect_string(), args.clients).await?;
+    let (client_count, znodes, steps) = args.plan();
+    let mut m = Measurement::new(args.name(), deployment.label(), String::new());
+    m.setting("clients", client_count);
+    m.setting("znodes per client", znodes);
+    let clients = load::connect(deployment.connect_string(), client_count).await?;
     for (c, zk) in clients.iter().enumerate() {
         client::recipes::ensure_path(zk, &format!("/bench/crud/c{c:04}")).await?;
     }
     let cpu = deployment.cpu_clock();
-    for &size in &args.value_sizes {
-        let value = vec![b'x'; size];
-        for phase in Phase::ALL {
-            eprintln!(
-                "  {} {} bytes: {} clients x {} znodes",
-                phase.name(),
-                size,
-                args.clients,
-                args.znodes
-            );
-            let began = Instant::now();
-            let spending = cpu.start();
-            let mut tasks = Vec::new();
-            for (c, zk) in clients.iter().enumerate() {
-                let (zk, value, count) = (zk.clone(), value.clone(), args.znodes);
-                tasks.push(tokio::spawn(async move {
-                    let mut latencies = Latencies::default();
-                    for i in 0..count {
-                        let path = format!("/bench/crud/c{c:04}/n{i:08}");
-                        let started = Instant::now();
-                        phase
-                            .apply(&zk, &path, &value)
-                            .await
-                            .with_context(|| format!("{} {path}", phase.name()))?;
-                        latencies.record(started.elapsed());
-                    }
-                    Ok::<_, anyhow::Error>(latencies)
-                }));
-            }
-            let latencies = load::gather(tasks).await?;
-            let elapsed = began.elapsed();
-            m.rows.push(
-                Row::new(format!("{} {}", phase.name(), size_label(size)))
-                    .throughput(&latencies, elapsed)
-                    .cpu_per_op(spending.spent(), latencies.count())
-                    .metric("seconds", elapsed.as_secs_f64()),
-            );
+    for step in steps {
+        let label = format!("{} {}", step.phase.name(), size_label(step.value_size));
+        eprintln!("  {label}: {client_count} clients x {znodes} znodes");
+        let spending = cpu.start();
+        let tenths = load::Tenths::start(client_count * znodes);
+        let progress =
+            load::report_progress(label.clone(), client_count * znodes, tenths.done.clone());
+        let value = vec![b'x'; step.value_size];
+        let mut tasks = Vec::new();
+        for (c, zk) in clients.iter().enumerate() {
+            let (zk, value, tenths) = (zk.clone(), value.clone(), tenths.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Latencies::default();
+                for i in 0..znodes {
+                    let path = format!("/bench/crud/c{c:04}/n{i:08}");
+                    let started = Instant::now();
+                    step.phase
+                        .apply(&zk, &path, &value)
+                        .await
+                        .with_context(|| format!("{} {path}", step.phase.name()))?;
+                    latencies.record(started.elapsed());
+                    tenths.done_one();
+                }
+                Ok::<_, anyhow::Error>(latencies)
+            }));
         }
+        let latencies = load::gather(tasks).await;
+        progress.abort();
+        let latencies = latencies?;
+        m.rows.push(
+            tenths
+                .rates(Row::new(label).latencies(&latencies))
+                .cpu_per_op(spending.spent(), latencies.count()),
+        );
     }
     load::close_all(clients).await;
     Ok(m)

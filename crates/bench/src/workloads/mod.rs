@@ -39,7 +39,7 @@ impl Job {
         match self {
             Job::Mix(_) => "mix",
             Job::Latency(_) => "latency",
-            Job::Crud(_) => "crud",
+            Job::Crud(a) => a.name(),
             Job::Barrier(_) => "barrier",
             Job::Watch(_) => "watch",
             Job::TreeSize(_) => "treesize",
@@ -49,6 +49,15 @@ impl Job {
             Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
             Job::Rate(_) => "rate",
+        }
+    }
+
+    /// The `paddock bench` subcommand that runs it: a preset is reported
+    /// under a name of its own but run by its workload's subcommand.
+    pub fn subcommand(&self) -> &'static str {
+        match self {
+            Job::Crud(_) => "crud",
+            job => job.name(),
         }
     }
 
