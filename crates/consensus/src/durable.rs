@@ -11,12 +11,87 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
-use storage::{PendingSync, RecordLocation, SegmentRemoval, Wal, WalOptions};
+use storage::{PendingSync, RecordLocation, SegmentRemoval, Wal, WalOptions, WalRecord};
 
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
 use crate::snapshot::SnapshotMeta;
 use crate::Error;
+
+/// Entries decoded and handed to the log store at a time on recovery.
+const RECOVERY_CHUNK_ENTRIES: usize = 4096;
+
+/// What recovery keeps of the WAL's records: the last hard state, and
+/// where each entry raft still has lies, in index order.
+struct Recovered {
+    hard_state: Option<HardState>,
+    /// The newest snapshot's index, or a later snapshot mark's.
+    snapshot_index: u64,
+    entries: Vec<Survivor>,
+}
+
+/// An entry record that is part of the recovered log.
+struct Survivor {
+    index: u64,
+    /// Position in the records `Wal::open` returned.
+    record: usize,
+    location: RecordLocation,
+}
+
+impl Recovered {
+    fn last_index(&self) -> u64 {
+        self.entries.last().map_or(self.snapshot_index, |e| e.index)
+    }
+}
+
+fn decode(dir: &Path, rec: &WalRecord) -> Result<LogRecord, Error> {
+    record::decode(&rec.payload).map_err(|reason| Error::BadRecord {
+        dir: dir.to_path_buf(),
+        index: rec.index,
+        reason,
+    })
+}
+
+/// Replays the WAL's records in order over a snapshot at `snapshot_index`:
+/// the last hard state wins, a snapshot mark supersedes the entries before
+/// it, and a record for an index already seen is raft overwriting a
+/// conflicting suffix, which drops the old tail. Entries are decoded here
+/// only to learn their index; their data is not kept.
+fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Recovered, Error> {
+    let mut recovered = Recovered {
+        hard_state: None,
+        snapshot_index,
+        entries: Vec::new(),
+    };
+    for (position, rec) in records.iter().enumerate() {
+        match decode(dir, rec)? {
+            LogRecord::HardState(hs) => recovered.hard_state = Some(hs),
+            LogRecord::SnapshotMark { index } => {
+                recovered.entries.clear();
+                recovered.snapshot_index = recovered.snapshot_index.max(index);
+            }
+            LogRecord::Entry(entry) if entry.index <= recovered.snapshot_index => {}
+            LogRecord::Entry(entry) => {
+                let expected_next = recovered.last_index() + 1;
+                if entry.index > expected_next {
+                    return Err(Error::LogGap {
+                        dir: dir.to_path_buf(),
+                        expected_after: expected_next - 1,
+                        found: entry.index,
+                    });
+                }
+                let keep = (entry.index - (recovered.snapshot_index + 1)) as usize;
+                recovered.entries.truncate(keep);
+                recovered.entries.push(Survivor {
+                    index: entry.index,
+                    record: position,
+                    location: rec.location,
+                });
+            }
+        }
+    }
+    Ok(recovered)
+}
 
 pub(crate) struct DurableLog {
     dir: PathBuf,
@@ -52,55 +127,28 @@ impl DurableLog {
             log.apply_snapshot(meta.index, meta.term, meta.conf_state());
         }
 
-        let mut entries: Vec<(Entry, RecordLocation)> = Vec::new();
-        let mut hard_state = HardState::default();
-        let mut found_hard_state = false;
-        // Entries start after the newest snapshot the state machine holds.
-        let mut snapshot_index = snapshot_index;
-        for rec in records {
-            let decoded = record::decode(&rec.payload).map_err(|reason| Error::BadRecord {
-                dir: dir.to_path_buf(),
-                index: rec.index,
-                reason,
-            })?;
-            match decoded {
-                LogRecord::HardState(hs) => {
-                    hard_state = hs;
-                    found_hard_state = true;
-                }
-                // What came before a received snapshot is superseded by it;
-                // the snapshot itself is the one we were given.
-                LogRecord::SnapshotMark { index } => {
-                    entries.clear();
-                    snapshot_index = snapshot_index.max(index);
-                }
-                LogRecord::Entry(entry) if entry.index <= snapshot_index => {}
-                LogRecord::Entry(entry) => {
-                    // A later record for an index already seen is raft
-                    // overwriting a conflicting suffix: drop the old tail.
-                    let expected_next = entries
-                        .last()
-                        .map_or(snapshot_index + 1, |(e, _)| e.index + 1);
-                    if entry.index > expected_next {
-                        return Err(Error::LogGap {
-                            dir: dir.to_path_buf(),
-                            expected_after: expected_next - 1,
-                            found: entry.index,
-                        });
-                    }
-                    let keep = (entry.index - (snapshot_index + 1)) as usize;
-                    entries.truncate(keep);
-                    entries.push((entry, rec.location));
+        let recovered = recover(dir, &records, snapshot_index)?;
+        let snapshot_term = snapshot.map_or(0, |s| s.term);
+        let found_hard_state = recovered.hard_state.is_some();
+        let mut hard_state = recovered.hard_state.clone().unwrap_or_default();
+        hard_state.term = hard_state.term.max(snapshot_term);
+        hard_state.commit = hard_state
+            .commit
+            .clamp(recovered.snapshot_index, recovered.last_index());
+        // Decoded again a chunk at a time: the log store keeps only the
+        // newest entries, so the whole log is never held decoded.
+        for chunk in recovered.entries.chunks(RECOVERY_CHUNK_ENTRIES) {
+            let mut entries = Vec::with_capacity(chunk.len());
+            for survivor in chunk {
+                match decode(dir, &records[survivor.record])? {
+                    LogRecord::Entry(entry) => entries.push(entry),
+                    _ => unreachable!("a survivor is an entry record"),
                 }
             }
+            let locations: Vec<RecordLocation> =
+                chunk.iter().map(|survivor| survivor.location).collect();
+            log.append(&entries, &locations);
         }
-
-        let last_index = entries.last().map_or(snapshot_index, |(e, _)| e.index);
-        let snapshot_term = snapshot.map_or(0, |s| s.term);
-        hard_state.term = hard_state.term.max(snapshot_term);
-        hard_state.commit = hard_state.commit.clamp(snapshot_index, last_index);
-        let (entries, locations): (Vec<Entry>, Vec<RecordLocation>) = entries.into_iter().unzip();
-        log.append(&entries, &locations);
         log.set_hard_state(hard_state);
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -384,5 +432,38 @@ mod tests {
         assert_eq!(store.last_index().unwrap(), 10);
         assert_eq!(store.initial_state().unwrap().hard_state.commit, 10);
         assert_eq!(store.term(6).unwrap(), 1);
+    }
+
+    /// Recovery hands the log store its entries a chunk at a time; a log
+    /// of several chunks, whose suffix raft overwrote across a chunk's
+    /// edge, reads back whole and in order.
+    #[test]
+    fn a_log_of_several_recovery_chunks_reads_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let count = 3 * RECOVERY_CHUNK_ENTRIES as u64 + 7;
+        let overwritten_from = RECOVERY_CHUNK_ENTRIES as u64 - 2;
+        let data = |index: u64, term: u64| format!("{index}@{term}").into_bytes();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
+            let batch: Vec<Entry> = (1..=count).map(|i| entry(i, 1, &data(i, 1))).collect();
+            log.persist(&batch, None).unwrap();
+            let rewrite: Vec<Entry> = (overwritten_from..=count)
+                .map(|i| entry(i, 2, &data(i, 2)))
+                .collect();
+            log.persist(&rewrite, Some(&hard_state(2, 1, count)))
+                .unwrap();
+        }
+        let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
+        let store = log.raft_storage();
+        assert_eq!(store.last_index().unwrap(), count);
+        let entries = store
+            .entries(1, count + 1, None, raft::GetEntriesContext::empty(false))
+            .unwrap();
+        for (entry, index) in entries.iter().zip(1..) {
+            let term = if index < overwritten_from { 1 } else { 2 };
+            assert_eq!((entry.index, entry.term), (index, term));
+            assert_eq!(entry.data.as_ref(), data(index, term).as_slice());
+        }
+        assert_eq!(entries.len() as u64, count);
     }
 }
