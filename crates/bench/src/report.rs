@@ -660,7 +660,10 @@ mod tests {
             treesize(System::Paddock, 50_000.0, 46_000.0),
         ];
         let results = Results(&outcomes);
-        assert_eq!(results.treesize_kept(System::Zookeeper, "writes"), Some(0.5));
+        assert_eq!(
+            results.treesize_kept(System::Zookeeper, "writes"),
+            Some(0.5)
+        );
         assert_eq!(results.treesize_kept(System::Paddock, "writes"), Some(0.92));
         assert_eq!(results.treesize_kept(System::Paddock, "reads"), None);
         let writes = results
