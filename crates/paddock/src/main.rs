@@ -9,6 +9,14 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use server::ServerConfig;
 
+/// jemalloc, as TiKV uses, rather than glibc's malloc: once a server has
+/// freed gigabytes (znodes set from 10 KB to 1 KB, then deleted), glibc's
+/// allocator spent 65% of the server's CPU searching its free lists
+/// (`_int_malloc` in a perf profile of the delete phase of `paddock bench
+/// crud --preset 10gb`), and that phase took 3.5 times as long.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(
     name = "paddock",
