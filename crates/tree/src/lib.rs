@@ -20,8 +20,10 @@
 //! - `snapshot`: streaming snapshot write and read.
 //!
 //! Versions: every map is persistent (imbl), so `DataTree::clone` is O(1)
-//! and gives readers and the snapshot writer an immutable version while
-//! apply goes on.
+//! and gives the snapshot writer an immutable version while apply goes on.
+//! A version shared with a clone costs every write on it a copy of each
+//! map node it changes (once per node while the clone lives), so the
+//! server applies to one tree in place and clones only to snapshot.
 //!
 //! ```
 //! use bytes::Bytes;
