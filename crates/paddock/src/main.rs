@@ -17,6 +17,11 @@ use server::ServerConfig;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read when it starts: return freed pages to the
+/// system from a thread of its own rather than on the request path.
+#[export_name = "_rjem_malloc_conf"]
+pub static JEMALLOC_CONF: &[u8; 23] = b"background_thread:true\0";
+
 #[derive(Parser)]
 #[command(
     name = "paddock",
