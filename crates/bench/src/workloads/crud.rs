@@ -185,3 +185,62 @@ fn size_label(bytes: usize) -> String {
         format!("{bytes} B")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(preset: Option<Preset>) -> CrudArgs {
+        CrudArgs {
+            clients: 3,
+            znodes: 10,
+            value_sizes: vec![100, 1000],
+            preset,
+        }
+    }
+
+    fn phases(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| format!("{} {}", s.phase.name(), size_label(s.value_size)))
+            .collect()
+    }
+
+    #[test]
+    fn the_10gb_preset_is_the_public_benchmark_at_full_size() {
+        let (clients, znodes, steps) = args(Some(Preset::TenGb)).plan();
+        assert_eq!((clients, znodes), (100, 10_000));
+        assert_eq!(
+            phases(&steps),
+            [
+                "create 0 B",
+                "set 10 KB",
+                "set 1 KB",
+                "get 1 KB",
+                "delete 1 KB"
+            ]
+        );
+        assert_eq!(args(Some(Preset::TenGb)).name(), "crud-10gb");
+        assert_eq!(args(Some(Preset::TenGb)).flags(), "--preset 10gb");
+    }
+
+    #[test]
+    fn without_a_preset_every_value_size_runs_the_four_phases() {
+        let (clients, znodes, steps) = args(None).plan();
+        assert_eq!((clients, znodes), (3, 10));
+        assert_eq!(
+            phases(&steps),
+            [
+                "create 100 B",
+                "set 100 B",
+                "get 100 B",
+                "delete 100 B",
+                "create 1000 B",
+                "set 1000 B",
+                "get 1000 B",
+                "delete 1000 B"
+            ]
+        );
+        assert_eq!(args(None).name(), "crud");
+    }
+}
