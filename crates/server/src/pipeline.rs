@@ -501,6 +501,19 @@ pub fn answer_read(
     let answer = match request {
         Request::GetChildren(req) => list_children(&mut published, session, auth, xid, req, false),
         Request::GetChildren2(req) => list_children(&mut published, session, auth, xid, req, true),
+        Request::GetAllChildrenNumber(req) => {
+            // The count walks the whole subtree: on an O(1) clone, so the
+            // apply loop and other readers do not wait for it.
+            let (tree, zxid) = (published.tree.clone(), published.last_zxid);
+            drop(published);
+            let frame = match tree.all_children_number(&req.path, auth) {
+                Ok(total_number) => {
+                    reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
+                }
+                Err(err) => reply::header_only(xid, zxid, err),
+            };
+            return (frame, number);
+        }
         request => {
             return (
                 answer_locked(&mut published, session, auth, xid, request, fired),
@@ -647,12 +660,6 @@ fn answer_locked(
             let ephemerals = tree.get_ephemerals(session.session_id, &req.prefix);
             reply::with_body(xid, zxid, &GetEphemeralsResponse { ephemerals })
         }
-        Request::GetAllChildrenNumber(req) => match tree.all_children_number(&req.path, auth) {
-            Ok(total_number) => {
-                reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
-            }
-            Err(err) => error(err),
-        },
         Request::MultiRead(ops) => {
             let results = ops
                 .into_iter()

@@ -194,7 +194,7 @@ impl DataTree {
             path.to_owned()
         };
         validate_path(&path)?;
-        if self.nodes.contains_key(path.as_str()) {
+        if self.nodes.contains(&path) {
             return Err(ErrorCode::NodeExists);
         }
         if matches!(parent.kind(), OwnerKind::Session(_)) {

@@ -9,6 +9,7 @@
 //! - `path`: path validation and ZooKeeper's parent/child path rules.
 //! - `acl`: `checkACL`, `fixupACL`, the ip/digest providers, redaction.
 //! - `node`: a znode, its persisted stat, what `ephemeralOwner` encodes.
+//! - `nodes`: the map of every znode by path, ordered by the path's hash.
 //! - `session`: the replicated session record.
 //! - `txn`: [`Txn`]/[`TxnOp`] and their log encoding.
 //! - `outcome`: [`Applied`], [`Outcome`], [`Trigger`].
@@ -52,6 +53,7 @@
 mod acl;
 mod apply;
 mod node;
+mod nodes;
 mod outcome;
 mod path;
 mod quota;

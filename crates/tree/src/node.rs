@@ -146,10 +146,12 @@ impl Children {
 
     /// Names in sorted order.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.0
-            .iter()
-            .flat_map(OrdSet::iter)
-            .map(|child| path::child_name(child))
+        self.paths().map(|child| path::child_name(child))
+    }
+
+    /// The children's full paths, in order.
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.0.iter().flat_map(OrdSet::iter)
     }
 
     /// Names of the children whose paths sort after `path` (a sibling's

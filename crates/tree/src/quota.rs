@@ -126,22 +126,11 @@ impl DataTree {
         let Some(top) = self.node(path) else {
             return (0, 0);
         };
-        let top_key = path::lookup_key(path);
-        let below = format!("{path}/");
         let mut count = 1;
         let mut bytes = top.data_len() as i64;
-        let range = (
-            std::ops::Bound::Included(below.as_str()),
-            std::ops::Bound::Unbounded,
-        );
-        for (key, node) in self.nodes.range::<_, str>(range) {
-            if !key.starts_with(&below) {
-                break;
-            }
-            if &**key != top_key {
-                count += 1;
-                bytes += node.data_len() as i64;
-            }
+        for node in self.descendants(path) {
+            count += 1;
+            bytes += node.data_len() as i64;
         }
         (count, bytes)
     }

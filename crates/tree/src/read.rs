@@ -127,16 +127,7 @@ impl DataTree {
             // ZooKeeper: nodes.size() - 2, its map holding the root twice.
             return Ok(self.nodes.len() as i32 - 1);
         }
-        let below = format!("{path}/");
-        let range = (
-            std::ops::Bound::Included(below.as_str()),
-            std::ops::Bound::Unbounded,
-        );
-        let count = self
-            .nodes
-            .range::<_, str>(range)
-            .take_while(|(k, _)| k.starts_with(&below))
-            .count();
+        let count = self.descendants(path).count();
         Ok(count as i32)
     }
 

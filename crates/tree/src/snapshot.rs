@@ -9,7 +9,8 @@
 //! approximate data size i64
 //! sessions: count i32, then (id i64, timeout_ms i32, password buffer)*
 //! quota paths: count i32, then string*
-//! nodes: count i64, then in path order (a parent before its children)
+//! nodes: count i64, then in the nodes map's order (format 3: by path
+//!   hash; formats 1 and 2: by path)
 //!   (path string, data buffer (-1 for null), acl: count i32 + (perms i32, scheme, id)*,
 //!    czxid, mzxid, pzxid, ctime, mtime i64, version, cversion,
 //!    aversion i32, ephemeral_owner i64)*
@@ -28,14 +29,15 @@ use jute::{Acl, Id};
 
 use crate::acl::AclList;
 use crate::node::{Node, OwnerKind, StatPersisted};
+use crate::nodes::Nodes;
 use crate::path;
 use crate::session::SessionInfo;
 use crate::DataTree;
 
 const MAGIC: &[u8; 8] = b"PDKTREE\0";
-/// Format 2 added null data (length -1); format 1 is otherwise the same
-/// and is still read.
-const FORMAT: i32 = 2;
+/// Format 3 writes nodes in hash order, so a parent may follow its
+/// children; format 2 added null data (length -1). Every format is read.
+const FORMAT: i32 = 3;
 const FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=FORMAT;
 /// Flush the write buffer to the output at about this size.
 const WRITE_CHUNK_BYTES: usize = 64 * 1024;
@@ -120,8 +122,6 @@ impl DataTree {
             w.bytes(p.as_bytes());
         }
         w.buf.put_i64(self.nodes.len() as i64);
-        // Path order puts every parent before its children: a parent's
-        // path is a prefix of theirs.
         for (p, node) in self.nodes.iter() {
             w.bytes(p.as_bytes());
             w.opt_bytes(node.data.as_deref());
@@ -179,7 +179,7 @@ impl DataTree {
         }
 
         let mut tree = DataTree {
-            nodes: OrdMap::new(),
+            nodes: Nodes::default(),
             sessions,
             ephemerals: OrdMap::new(),
             containers: OrdSet::new(),
@@ -198,6 +198,9 @@ impl DataTree {
             let (p, node) = read_node(&mut r, &mut acls)?;
             tree.insert_loaded(&mut loading, p, node)?;
         }
+        if !tree.nodes.contains(path::ROOT) {
+            return Err(corrupt("no root node".to_owned()));
+        }
         tree.adopt_children(loading)?;
 
         let computed = r.crc;
@@ -211,42 +214,28 @@ impl DataTree {
     }
 
     /// Adds a node read from a snapshot and indexes it, as ZooKeeper's
-    /// `DataTree.deserialize` does. A snapshot's nodes come in path order
-    /// (as `write_snapshot` writes them), which is checked: each path must
-    /// come after the one before, so none is there twice. The node's path
-    /// is noted for its parent, which [`Self::adopt_children`] gives all
-    /// its children at once.
+    /// `DataTree.deserialize` does. Nodes may come in any order; a path
+    /// there twice is refused. The node's path is noted for its parent,
+    /// which [`Self::adopt_children`] gives all its children at once.
     fn insert_loaded(
         &mut self,
         loading: &mut Loading,
         p: Arc<str>,
         node: Node,
     ) -> Result<(), SnapshotError> {
-        match &loading.last_path {
-            None if &*p != path::ROOT => {
-                return Err(corrupt(format!("first node is {p:?}, not the root")));
-            }
-            None => {}
-            Some(last) if p <= *last => {
-                return Err(corrupt(format!(
-                    "node {p:?} comes after {last:?}: out of order or twice"
-                )));
-            }
-            Some(_) => {
-                let parent_path = path::parent_of(&p)
-                    .ok_or_else(|| corrupt(format!("node path {p:?} has no parent")))?;
-                let parent_key = path::lookup_key(parent_path);
-                match loading.children.get_mut(parent_key) {
-                    Some(children) => children.push(p.clone()),
-                    None => {
-                        loading
-                            .children
-                            .insert(Arc::from(parent_key), vec![p.clone()]);
-                    }
+        if &*p != path::ROOT {
+            let parent_path = path::parent_of(&p)
+                .ok_or_else(|| corrupt(format!("node path {p:?} has no parent")))?;
+            let parent_key = path::lookup_key(parent_path);
+            match loading.children.get_mut(parent_key) {
+                Some(children) => children.push(p.clone()),
+                None => {
+                    loading
+                        .children
+                        .insert(Arc::from(parent_key), vec![p.clone()]);
                 }
             }
         }
-        loading.last_path = Some(p.clone());
         match node.kind() {
             OwnerKind::Void => {}
             OwnerKind::Container => {
@@ -259,7 +248,9 @@ impl DataTree {
                 self.ephemerals.entry(id).or_default().insert(p.clone());
             }
         }
-        self.nodes.insert(p, Arc::new(node));
+        if self.nodes.insert(p.clone(), Arc::new(node)).is_some() {
+            return Err(corrupt(format!("node {p:?} is there twice")));
+        }
         Ok(())
     }
 
@@ -285,7 +276,6 @@ impl DataTree {
 /// is looked up in the whole tree once rather than once per child.
 #[derive(Default)]
 struct Loading {
-    last_path: Option<Arc<str>>,
     /// Parent path -> its children's paths, in order.
     children: HashMap<Arc<str>, Vec<Arc<str>>>,
 }
@@ -426,8 +416,8 @@ mod tests {
     }
 
     #[test]
-    fn nodes_load_only_in_path_order_each_under_its_parent() {
-        let tree = load(&["/", "/a", "/a-b", "/a/x", "/b"]).unwrap();
+    fn nodes_load_in_any_order_each_under_its_parent() {
+        let tree = load(&["/a/x", "/b", "/", "/a-b", "/a"]).unwrap();
         assert_eq!(tree.nodes.len(), 5);
         let names = |p: &str| -> Vec<String> {
             let node = tree.nodes.get(p).unwrap();
@@ -438,7 +428,7 @@ mod tests {
 
         for bad in [
             &["/a"][..],
-            &["/", "/b", "/a"],
+            &["/", "/b/x", "/a"],
             &["/", "/a", "/a"],
             &["/", "/a/x"],
         ] {

@@ -13,6 +13,7 @@ use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
 use crate::node::{owned, Node, OwnerKind, StatPersisted};
+use crate::nodes::Nodes;
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
 use crate::session::SessionInfo;
@@ -24,7 +25,7 @@ use crate::session::SessionInfo;
 #[derive(Clone, PartialEq, Eq)]
 pub struct DataTree {
     /// Full path -> node. The root is stored once, under `"/"`.
-    pub(crate) nodes: OrdMap<Arc<str>, Arc<Node>>,
+    pub(crate) nodes: Nodes,
     /// Session id -> session, ordered by id.
     pub(crate) sessions: OrdMap<i64, SessionInfo>,
     /// Owner session id -> paths of its ephemeral nodes. Kept separately
@@ -76,7 +77,7 @@ impl DataTree {
         let mut config = Node::new(Some(Bytes::new()), read_only, StatPersisted::default());
         config.stat.aversion = -1;
 
-        let mut nodes = OrdMap::new();
+        let mut nodes = Nodes::default();
         for (p, n) in [
             (ROOT, root),
             (PROC_ZOOKEEPER, proc_node),
@@ -104,6 +105,32 @@ impl DataTree {
     /// The node at `path`, with ZooKeeper's `""` alias for the root.
     pub(crate) fn node(&self, path: &str) -> Option<&Arc<Node>> {
         self.nodes.get(path::lookup_key(path))
+    }
+
+    /// Every node strictly below `path`, depth first through the children
+    /// sets (the nodes map is in hash order, so a subtree is not a range
+    /// of it). Holds one iterator per level, not the nodes.
+    pub(crate) fn descendants<'a>(&'a self, path: &str) -> impl Iterator<Item = &'a Node> + 'a {
+        let mut levels: Vec<_> = self
+            .node(path)
+            .map(|top| top.children.paths())
+            .into_iter()
+            .collect();
+        std::iter::from_fn(move || loop {
+            match levels.last_mut()?.next() {
+                None => {
+                    levels.pop();
+                }
+                Some(child) => {
+                    let node = self
+                        .nodes
+                        .get(child)
+                        .expect("every child is in the nodes map");
+                    levels.push(node.children.paths());
+                    return Some(&**node);
+                }
+            }
+        })
     }
 
     fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
