@@ -72,6 +72,7 @@
 mod error;
 mod fs;
 mod record;
+mod removal;
 mod snapshot;
 mod wal;
 mod wal_read;

@@ -33,6 +33,7 @@ use tracing::{debug, warn};
 
 use crate::error::{io_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
+use crate::removal;
 
 const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
 const TRAILER_MAGIC: [u8; 4] = *b"PDKT";
@@ -156,6 +157,12 @@ impl SnapshotStore {
             fs,
             temp_counter: AtomicU64::new(0),
         };
+        removal::remove_leftovers(store.fs.as_ref(), dir).map_err(io_context(|| {
+            format!(
+                "removing what an interrupted removal left in {}",
+                dir.display()
+            )
+        }))?;
         let mut removed = false;
         for name in store.list()? {
             if is_temp_name(&name) {
@@ -255,16 +262,13 @@ impl SnapshotStore {
         indices.sort_unstable_by(|a, b| b.cmp(a));
         for index in &indices[retain..] {
             let path = self.dir.join(snapshot_name(*index));
-            match self.fs.remove_file(&path) {
+            match removal::remove_gradually(self.fs.as_ref(), &self.dir, &path) {
                 Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
                     warn!(file = %path.display(), error = %e, "could not remove old snapshot")
                 }
             }
-        }
-        if let Err(e) = self.sync_dir() {
-            warn!(error = %e, "could not sync the snapshot directory after pruning");
         }
     }
 

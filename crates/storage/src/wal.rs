@@ -71,6 +71,7 @@ use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
 use crate::record::{
     self, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
 };
+use crate::removal;
 use crate::wal_read::{RecordLocation, SegmentPaths, WalReader};
 
 /// Tuning of a [`Wal`].
@@ -347,6 +348,12 @@ impl Wal {
                 format!("syncing directory {}", parent.display())
             }))?;
         }
+        removal::remove_leftovers(fs.as_ref(), dir).map_err(io_context(|| {
+            format!(
+                "removing what an interrupted removal left in {}",
+                dir.display()
+            )
+        }))?;
         let found = list_segments(fs.as_ref(), dir)?;
         let mut wal = Wal {
             dir: dir.to_path_buf(),
@@ -733,22 +740,24 @@ impl Wal {
     }
 }
 
-/// Unlinks `path` and syncs `dir`, so the removal is durable before the
-/// next one: a crash never leaves a gap in the segments.
+/// Removes `path` durably (renamed away, `dir` synced) before the next
+/// removal, so a crash never leaves a gap in the segments, then frees its
+/// blocks gradually (see the `removal` module).
 fn remove_segment_file(fs: &dyn FileSystem, dir: &Path, path: &Path) -> Result<(), StorageError> {
-    match fs.remove_file(path) {
+    let context = || format!("removing WAL segment {}", path.display());
+    match removal::remove_gradually(fs, dir, path) {
         Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        // Gone already; its removal may not be durable yet.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs.sync_dir(dir).map_err(io_context(context))?;
+        }
         Err(source) => {
             return Err(StorageError::Io {
-                context: format!("removing WAL segment {}", path.display()),
+                context: context(),
                 source,
             })
         }
     }
-    fs.sync_dir(dir).map_err(io_context(|| {
-        format!("syncing WAL directory {}", dir.display())
-    }))?;
     debug!(file = %path.display(), "removed WAL segment");
     Ok(())
 }

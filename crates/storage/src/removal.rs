@@ -1,0 +1,101 @@
+//! Removing large files without stalling the log's syncs.
+//!
+//! Unlinking a file frees all its blocks in one journal transaction, and
+//! the commit that carries it takes time in proportion; on a file system
+//! mounted with `discard` (as this machine's root is, and many cloud
+//! disks) it also discards them all. Every `fdatasync` of the log waits
+//! for that commit: removing a snapshot of about 1 GB held a log sync for
+//! 150-220 ms, and so every write. So a file is first renamed out of the
+//! way (its removal durable once the directory is synced), then truncated
+//! a step at a time with a pause after each, and only then unlinked, as
+//! RocksDB's `DeleteScheduler` truncates in chunks for the same reason.
+//!
+//! A crash midway leaves a file ending in [`REMOVING_SUFFIX`], which
+//! [`remove_leftovers`] deletes when the directory is opened again.
+
+use std::io::{self, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::thread;
+use std::time::Duration;
+
+use tracing::debug;
+
+use crate::fs::FileSystem;
+
+/// Appended to the name of a file being removed.
+pub(crate) const REMOVING_SUFFIX: &str = ".removing";
+/// Bytes freed per truncation.
+const FREE_STEP_BYTES: u64 = 8 << 20;
+/// The pause after each truncation, so log syncs commit in between: at
+/// most 1.6 GB freed per second.
+const FREE_STEP_PAUSE: Duration = Duration::from_millis(5);
+
+/// Removes `path` from `dir`: durably at once, then its blocks gradually.
+/// Blocks the calling thread for about 5 ms per 8 MB of the file.
+///
+/// A reader that has the file open sees it shrink, unlike after a plain
+/// unlink: a snapshot still being sent when it is pruned fails to send,
+/// and raft sends the newest instead.
+pub(crate) fn remove_gradually(fs: &dyn FileSystem, dir: &Path, path: &Path) -> io::Result<()> {
+    let removing = removing_path(path);
+    fs.rename(path, &removing)?;
+    fs.sync_dir(dir)?;
+    free_gradually(fs, &removing)
+}
+
+/// Deletes the files a removal left behind in `dir` when it was cut short.
+pub(crate) fn remove_leftovers(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
+    for name in fs.list_dir(dir)? {
+        if name.ends_with(REMOVING_SUFFIX) {
+            let path = dir.join(&name);
+            debug!(file = %path.display(), "removing a file an interrupted removal left");
+            free_gradually(fs, &path)?;
+        }
+    }
+    Ok(())
+}
+
+fn removing_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(REMOVING_SUFFIX);
+    PathBuf::from(name)
+}
+
+/// Truncates `path` a step at a time, then unlinks it.
+fn free_gradually(fs: &dyn FileSystem, path: &Path) -> io::Result<()> {
+    let mut len = fs.open_read(path)?.seek(SeekFrom::End(0))?;
+    if len > FREE_STEP_BYTES {
+        let mut file = fs.open_write(path)?;
+        while len > FREE_STEP_BYTES {
+            len -= FREE_STEP_BYTES;
+            file.set_len(len)?;
+            thread::sleep(FREE_STEP_PAUSE);
+        }
+    }
+    fs.remove_file(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::StdFs;
+
+    #[test]
+    fn a_large_file_is_renamed_then_freed_and_a_leftover_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![1u8; 3 * FREE_STEP_BYTES as usize + 5]).unwrap();
+        remove_gradually(&StdFs, dir.path(), &big).unwrap();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+        let leftover = dir.path().join(format!("wal-1.log{REMOVING_SUFFIX}"));
+        std::fs::write(&leftover, b"half removed").unwrap();
+        std::fs::write(dir.path().join("kept"), b"").unwrap();
+        remove_leftovers(&StdFs, dir.path()).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["kept"]);
+    }
+}
