@@ -148,7 +148,7 @@ impl DataTree {
     /// Reads a snapshot written by [`DataTree::write_snapshot`], consuming
     /// exactly its bytes. Reads field by field: pass a buffered reader.
     pub fn read_snapshot(input: &mut dyn Read) -> Result<DataTree, SnapshotError> {
-        let mut r = SnapReader { input, crc: 0 };
+        let mut r = SnapReader::new(input);
         let mut magic = [0u8; 8];
         r.exact(&mut magic)?;
         if &magic != MAGIC {
@@ -203,7 +203,7 @@ impl DataTree {
         }
         tree.adopt_children(loading)?;
 
-        let computed = r.crc;
+        let computed = r.crc();
         let mut stored = [0u8; 4];
         r.input.read_exact(&mut stored)?;
         let stored = u32::from_be_bytes(stored);
@@ -319,15 +319,55 @@ fn read_node(
 }
 
 /// Reads exact fields and checksums them.
+/// Reads fields and checksums what it read. A node is a dozen fields of
+/// a few bytes each, and crc32c costs about as much per call as per 64
+/// bytes: the bytes read wait in `unchecked` and are checksummed a few KB
+/// at a time (per field, the checksum was 13% of loading a 1M-node tree).
 struct SnapReader<'a> {
     input: &'a mut dyn Read,
     crc: u32,
+    unchecked: Vec<u8>,
 }
 
-impl SnapReader<'_> {
+/// Bytes read before they are checksummed in one call.
+const CRC_BATCH_BYTES: usize = 4096;
+
+impl<'a> SnapReader<'a> {
+    fn new(input: &'a mut dyn Read) -> Self {
+        SnapReader {
+            input,
+            crc: 0,
+            unchecked: Vec::with_capacity(CRC_BATCH_BYTES * 2),
+        }
+    }
+
+    /// The checksum of every byte read so far.
+    fn crc(&mut self) -> u32 {
+        self.check_batch();
+        self.crc
+    }
+
+    fn check_batch(&mut self) {
+        self.crc = crc32c::crc32c_append(self.crc, &self.unchecked);
+        self.unchecked.clear();
+    }
+
+    /// Counts `bytes` in the checksum.
+    fn checked(&mut self, bytes: &[u8]) {
+        if bytes.len() >= CRC_BATCH_BYTES {
+            self.check_batch();
+            self.crc = crc32c::crc32c_append(self.crc, bytes);
+        } else {
+            self.unchecked.extend_from_slice(bytes);
+            if self.unchecked.len() >= CRC_BATCH_BYTES {
+                self.check_batch();
+            }
+        }
+    }
+
     fn exact(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
         self.input.read_exact(buf)?;
-        self.crc = crc32c::crc32c_append(self.crc, buf);
+        self.checked(buf);
         Ok(())
     }
 
@@ -366,12 +406,19 @@ impl SnapReader<'_> {
     }
 
     fn bytes_of_len(&mut self, len: usize) -> Result<Vec<u8>, SnapshotError> {
-        let mut buf = Vec::with_capacity(len.min(READ_RESERVE_BYTES));
-        let read = (&mut self.input).take(len as u64).read_to_end(&mut buf)?;
-        if read != len {
-            return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into()));
-        }
-        self.crc = crc32c::crc32c_append(self.crc, &buf);
+        let buf = if len <= READ_RESERVE_BYTES {
+            let mut buf = vec![0; len];
+            self.input.read_exact(&mut buf)?;
+            buf
+        } else {
+            let mut buf = Vec::with_capacity(READ_RESERVE_BYTES);
+            let read = (&mut self.input).take(len as u64).read_to_end(&mut buf)?;
+            if read != len {
+                return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into()));
+            }
+            buf
+        };
+        self.checked(&buf);
         Ok(buf)
     }
 
