@@ -6,10 +6,12 @@ only."""
 
 import struct
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import KazooException
 
 from zkharness import ServerError, paddock_bin
 
@@ -24,9 +26,16 @@ def wal_segments(server):
 
 
 def snapshots(server):
-    """Finished snapshots: a `.tmp` file is one being written right now."""
+    """Finished snapshots: a `.tmp` file is one being written right now, a
+    `.removing` one an old snapshot being freed."""
     directory = server.data_dir / "version-paddock" / "snapshots"
-    return sorted(p for p in directory.glob("*") if p.suffix != ".tmp")
+    return sorted(p for p in directory.glob("*") if p.suffix not in (".tmp", ".removing"))
+
+
+def files_in_flight(server):
+    """Snapshots being written and files being removed, in every directory."""
+    top = server.data_dir / "version-paddock"
+    return [p for p in top.rglob("*") if p.suffix in (".tmp", ".removing")]
 
 
 def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
@@ -49,6 +58,48 @@ def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
         got = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
         assert got == expected
         zk.stop()
+
+
+@pytest.mark.parametrize("caught", [".tmp", ".removing"])
+def test_a_kill_while_a_snapshot_is_written_or_a_file_removed_loses_nothing(
+        server_factory, kazoo_factory, caught):
+    """SIGKILL the moment a snapshot is being written (`.tmp`) or an old
+    snapshot is being freed (`.removing`, 2 MB at a time), while a client
+    writes: every acknowledged write is there after the restart, and what
+    was in flight is cleaned up."""
+    s = server_factory({"snapCount": "200"})
+    zk = kazoo_factory(s)
+    zk.create("/k", b"")
+    killed = threading.Event()
+
+    def kill_when_caught():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any(p.suffix == caught for p in files_in_flight(s)):
+                killed.set()
+                s.kill()
+                return
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=kill_when_caught)
+    watcher.start()
+    acknowledged = []
+    payload = b"x" * 8192
+    try:
+        while not killed.is_set():
+            acknowledged.append(zk.create(f"/k/n{len(acknowledged):06}", payload))
+    except KazooException:
+        pass
+    watcher.join()
+    assert killed.is_set(), f"never saw a {caught} file"
+    zk.stop()
+    s.start()
+    assert not files_in_flight(s), files_in_flight(s)
+    zk = kazoo_factory(s)
+    names = set(zk.get_children("/k"))
+    missing = [p for p in acknowledged if p.rsplit("/", 1)[1] not in names]
+    assert not missing, f"{len(missing)} acknowledged creates lost, first {missing[0]}"
+    zk.stop()
 
 
 def test_log_is_trimmed_behind_snapshots(server_factory, kazoo_factory):
