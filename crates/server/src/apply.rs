@@ -33,10 +33,10 @@ use tree::{Applied, DataTree, Outcome, Trigger, Txn, TxnOp};
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 
-/// A txn that may change more znodes than this is applied outside the
-/// published lock (on an O(1) clone, swapped in), so that readers never
+/// A txn that may change or walk more znodes than this is applied outside
+/// the published lock (on an O(1) clone, swapped in), so that readers never
 /// wait for a long one.
-const ZNODES_CHANGED_IN_PLACE_MAX: usize = 64;
+const ZNODES_TOUCHED_IN_PLACE_MAX: usize = 64;
 
 /// Applies committed entries to `shared.published.tree`, the one tree of
 /// the server, which only this loop changes.
@@ -167,7 +167,7 @@ impl ApplyLoop {
         let zxid = index as i64;
         let mut published = self.shared.published();
         let (applied, replaced) =
-            if published.tree.znodes_changed_at_most(txn) <= ZNODES_CHANGED_IN_PLACE_MAX {
+            if published.tree.znodes_touched_at_most(txn) <= ZNODES_TOUCHED_IN_PLACE_MAX {
                 (published.tree.apply(zxid, txn), None)
             } else {
                 let mut tree = published.tree.clone();

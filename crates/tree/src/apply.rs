@@ -16,6 +16,7 @@ use crate::acl::{check_acl, fixup_acl, AclList};
 use crate::node::{next_version, ttl_owner, OwnerKind, CONTAINER_EPHEMERAL_OWNER};
 use crate::outcome::{Applied, Outcome, Trigger};
 use crate::path::{self, validate_path};
+use crate::quota;
 use crate::session::SessionInfo;
 use crate::txn::{Txn, TxnOp};
 use crate::DataTree;
@@ -44,16 +45,24 @@ impl DataTree {
         Applied { outcome, triggers }
     }
 
-    /// The most znodes applying `txn` can change: a multi's op count, a
-    /// closing session's ephemerals, else one. What a reader waits when a
-    /// server applies the txn in place is proportional to it.
-    pub fn znodes_changed_at_most(&self, txn: &Txn) -> usize {
+    /// The most znodes applying `txn` can change or walk: a multi's ops, a
+    /// closing session's ephemerals, a quota's subtree when its stats node
+    /// is created (counted as the whole tree), else one. What a reader
+    /// waits when a server applies the txn in place is proportional to it.
+    pub fn znodes_touched_at_most(&self, txn: &Txn) -> usize {
         match &txn.op {
-            TxnOp::Multi(ops) => ops.len(),
             TxnOp::CloseSession => self
                 .ephemerals
                 .get(&txn.session_id)
                 .map_or(0, |paths| paths.len()),
+            op => self.op_touches_at_most(op),
+        }
+    }
+
+    fn op_touches_at_most(&self, op: &TxnOp) -> usize {
+        match op {
+            TxnOp::Multi(ops) => ops.iter().map(|op| self.op_touches_at_most(op)).sum(),
+            TxnOp::Create { path, .. } if quota::recounts_subtree(path) => self.nodes.len(),
             _ => 1,
         }
     }

@@ -41,6 +41,12 @@ fn stat_path(quota_path: &str) -> String {
     format!("{QUOTA_ZOOKEEPER}{quota_path}/{STAT_NODE}")
 }
 
+/// Whether creating `path` recounts a quota's subtree (it is a quota's
+/// stats node), walking every znode below the quota's path.
+pub(crate) fn recounts_subtree(path: &str) -> bool {
+    path.starts_with(QUOTA_ZOOKEEPER) && path::child_name(path) == STAT_NODE
+}
+
 /// Java's `s.substring(from)` in UTF-16 units; `None` where Java would
 /// throw (or split a surrogate pair).
 fn java_substring_from(s: &str, from: usize) -> Option<&str> {

@@ -907,9 +907,10 @@ fn versions_are_cheap_and_independent() {
 }
 
 /// What the server weighs to decide whether a txn may be applied while
-/// readers wait: a multi's ops, a closing session's ephemerals, else one.
+/// readers wait: a multi's ops, a closing session's ephemerals, a quota
+/// recount's walk (the whole tree), else one.
 #[test]
-fn znodes_changed_at_most_counts_multi_ops_and_a_closing_session_s_ephemerals() {
+fn znodes_touched_at_most_counts_multi_ops_closing_ephemerals_and_quota_recounts() {
     let mut h = Harness::new();
     h.mk("/p", "");
     for name in ["/p/e1", "/p/e2"] {
@@ -926,15 +927,30 @@ fn znodes_changed_at_most_counts_multi_ops_and_a_closing_session_s_ephemerals() 
         set_data("/p", "b", -1),
         set_data("/p", "c", -1),
     ]);
-    assert_eq!(h.tree.znodes_changed_at_most(&txn(multi)), 3);
-    assert_eq!(h.tree.znodes_changed_at_most(&txn(TxnOp::CloseSession)), 2);
+    assert_eq!(h.tree.znodes_touched_at_most(&txn(multi)), 3);
+    assert_eq!(h.tree.znodes_touched_at_most(&txn(TxnOp::CloseSession)), 2);
     let other_session = Txn {
         session_id: SESSION + 1,
         ..txn(TxnOp::CloseSession)
     };
-    assert_eq!(h.tree.znodes_changed_at_most(&other_session), 0);
+    assert_eq!(h.tree.znodes_touched_at_most(&other_session), 0);
     assert_eq!(
-        h.tree.znodes_changed_at_most(&txn(set_data("/p", "", -1))),
+        h.tree.znodes_touched_at_most(&txn(set_data("/p", "", -1))),
         1
+    );
+    let recount = create(
+        "/zookeeper/quota/p/zookeeper_stats",
+        "",
+        CreateMode::Persistent,
+    );
+    let whole_tree = h.tree.node_count() - 1;
+    assert_eq!(
+        h.tree.znodes_touched_at_most(&txn(recount.clone())),
+        whole_tree
+    );
+    assert_eq!(
+        h.tree
+            .znodes_touched_at_most(&txn(TxnOp::Multi(vec![recount, set_data("/p", "", -1)]))),
+        whole_tree + 1
     );
 }
