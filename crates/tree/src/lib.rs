@@ -19,6 +19,8 @@
 //! - `quota`: the `/zookeeper/quota` bookkeeping `DataTree` does.
 //! - `read`: reads with `FinalRequestProcessor`'s ACL checks; counters.
 //! - `snapshot`: streaming snapshot write and read.
+//! - `restore`: a tree from another system's znode records, and a tree's
+//!   znodes parent first, for the migration room.
 //!
 //! Versions: every map is persistent (imbl), so `DataTree::clone` is O(1)
 //! and gives the snapshot writer an immutable version while apply goes on.
@@ -58,15 +60,17 @@ mod outcome;
 mod path;
 mod quota;
 mod read;
+mod restore;
 mod session;
 mod snapshot;
 mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
-pub use node::{Children, TTL_MAX_MS};
+pub use node::{Children, Node, StatPersisted, TTL_MAX_MS};
 pub use outcome::{Applied, Outcome, Trigger};
 pub use path::validate_path;
+pub use restore::ZnodeRecord;
 pub use session::SessionInfo;
 pub use snapshot::SnapshotError;
 pub use tree::DataTree;

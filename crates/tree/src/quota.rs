@@ -127,6 +127,23 @@ impl DataTree {
         self.overwrite_data(&stat_path(quota_path), stats.to_bytes());
     }
 
+    /// `DataTree.setupQuota`, run when a tree is loaded: every quota's
+    /// path registered and its usage recounted.
+    pub(crate) fn setup_quotas(&mut self) {
+        let quota_paths: Vec<String> = self
+            .descendant_entries(QUOTA_ZOOKEEPER)
+            .filter(|(p, _)| path::child_name(p) == LIMIT_NODE)
+            .filter_map(|(p, _)| {
+                let parent = path::parent_of(p)?;
+                java_substring_from(parent, QUOTA_ZOOKEEPER.len()).map(str::to_owned)
+            })
+            .collect();
+        for quota_path in quota_paths {
+            self.add_quota_path(&quota_path);
+            self.update_quota_for_path(&quota_path);
+        }
+    }
+
     /// `DataTree.getCounts`: nodes and data bytes at and below `path`.
     fn subtree_usage(&self, path: &str) -> (i64, i64) {
         let Some(top) = self.node(path) else {

@@ -217,7 +217,7 @@ impl DataTree {
     /// `DataTree.deserialize` does. Nodes may come in any order; a path
     /// there twice is refused. The node's path is noted for its parent,
     /// which [`Self::adopt_children`] gives all its children at once.
-    fn insert_loaded(
+    pub(crate) fn insert_loaded(
         &mut self,
         loading: &mut Loading,
         p: Arc<str>,
@@ -255,7 +255,7 @@ impl DataTree {
     }
 
     /// Gives every loaded parent the names of its children.
-    fn adopt_children(&mut self, loading: Loading) -> Result<(), SnapshotError> {
+    pub(crate) fn adopt_children(&mut self, loading: Loading) -> Result<(), SnapshotError> {
         for (parent_path, paths) in loading.children {
             let parent = self.nodes.get_mut(&parent_path).ok_or_else(|| {
                 corrupt(format!(
@@ -275,7 +275,7 @@ impl DataTree {
 /// What loading a snapshot keeps until every node is in, so that a parent
 /// is looked up in the whole tree once rather than once per child.
 #[derive(Default)]
-struct Loading {
+pub(crate) struct Loading {
     /// Parent path -> its children's paths, in order.
     children: HashMap<Arc<str>, Vec<Arc<str>>>,
 }

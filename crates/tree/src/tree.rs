@@ -111,6 +111,14 @@ impl DataTree {
     /// sets (the nodes map is in hash order, so a subtree is not a range
     /// of it). Holds one iterator per level, not the nodes.
     pub(crate) fn descendants<'a>(&'a self, path: &str) -> impl Iterator<Item = &'a Node> + 'a {
+        self.descendant_entries(path).map(|(_, node)| node)
+    }
+
+    /// [`Self::descendants`] with each node's path.
+    pub(crate) fn descendant_entries<'a>(
+        &'a self,
+        path: &str,
+    ) -> impl Iterator<Item = (&'a Arc<str>, &'a Node)> + 'a {
         let mut levels: Vec<_> = self
             .node(path)
             .map(|top| top.children.paths())
@@ -127,7 +135,7 @@ impl DataTree {
                         .get(child)
                         .expect("every child is in the nodes map");
                     levels.push(node.children.paths());
-                    return Some(&**node);
+                    return Some((child, &**node));
                 }
             }
         })
