@@ -43,7 +43,8 @@ ZK_CLI = "/usr/share/zookeeper/bin/zkCli.sh"
 # Keys that Apache ZooKeeper reads only as JVM system properties.
 JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
                      "znode.container.maxPerMinute",
-                     "znode.container.maxNeverUsedIntervalMs")
+                     "znode.container.maxNeverUsedIntervalMs",
+                     "zookeeper.snapCount", "zookeeper.snapshot.compression.method")
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -89,7 +90,9 @@ def paddock_bin() -> Path:
 # zookeeper.jar's manifest names most of its dependencies; the AdminServer
 # also needs these two, and the server's log goes to stderr through the
 # third (each optional).
-ZK_EXTRA_JARS = ("servlet-api.jar", "jetty9-util-ajax.jar", "slf4j-simple.jar")
+ZK_EXTRA_JARS = ("servlet-api.jar", "jetty9-util-ajax.jar", "slf4j-simple.jar",
+                 # snapshots compressed with snapshot.compression.method=snappy
+                 "snappy-java.jar")
 PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"
 METRICS_POM = Path(__file__).parent / "zookeeper-metrics" / "pom.xml"
 METRICS_JARS = Path(os.environ.get(

@@ -93,6 +93,43 @@ fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Rec
     Ok(recovered)
 }
 
+/// What a stopped server's log holds after its newest snapshot, read
+/// without starting raft (see [`read_stopped_log`]).
+#[derive(Debug, Default)]
+pub struct StoppedLog {
+    /// The entries after the snapshot, in index order: each index, term
+    /// and the state machine's bytes (empty for raft's own entries, a new
+    /// leader's no-op or a membership change).
+    pub entries: Vec<(u64, u64, bytes::Bytes)>,
+    /// The commit index the server last wrote down. Raft does not write
+    /// every advance of it, so entries past it may be committed too.
+    pub recorded_commit: u64,
+}
+
+/// Reads the log in `dir` after a snapshot at `snapshot_index`, for tools
+/// that work on a stopped server's data (`paddock export`). Opening the
+/// log repairs a torn tail exactly as the server would on its next start;
+/// never call this while a server runs on `dir`.
+pub fn read_stopped_log(dir: &Path, snapshot_index: u64) -> Result<StoppedLog, Error> {
+    let (_wal, records) = Wal::open(dir, WalOptions::default())?;
+    let recovered = recover(dir, &records, snapshot_index)?;
+    let mut entries = Vec::with_capacity(recovered.entries.len());
+    for survivor in &recovered.entries {
+        let LogRecord::Entry(entry) = decode(dir, &records[survivor.record])? else {
+            unreachable!("a survivor is an entry record");
+        };
+        let data = match entry.get_entry_type() {
+            raft::prelude::EntryType::EntryNormal => bytes::Bytes::from(entry.data.to_vec()),
+            _ => bytes::Bytes::new(),
+        };
+        entries.push((entry.index, entry.term, data));
+    }
+    Ok(StoppedLog {
+        entries,
+        recorded_commit: recovered.hard_state.map_or(0, |hs| hs.commit),
+    })
+}
+
 pub(crate) struct DurableLog {
     dir: PathBuf,
     wal: Wal,
@@ -379,6 +416,33 @@ mod tests {
             .entries(1, 3, None, raft::GetEntriesContext::empty(false))
             .unwrap();
         assert_eq!(entries[1].data.as_ref(), b"b");
+    }
+
+    #[test]
+    fn a_stopped_log_reads_back_after_its_snapshot_with_overwrites_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
+            log.persist(
+                &[entry(1, 1, b"a"), entry(2, 1, b"b"), entry(3, 1, b"c")],
+                Some(&hard_state(1, 1, 1)),
+            )
+            .unwrap();
+            // A new leader overwrites index 3.
+            log.persist(&[entry(3, 2, b"C"), entry(4, 2, b"")], None)
+                .unwrap();
+        }
+        let stopped = read_stopped_log(dir.path(), 1).unwrap();
+        let read: Vec<_> = stopped
+            .entries
+            .iter()
+            .map(|(index, term, data)| (*index, *term, &data[..]))
+            .collect();
+        assert_eq!(
+            read,
+            [(2, 1, &b"b"[..]), (3, 2, &b"C"[..]), (4, 2, &b""[..])]
+        );
+        assert_eq!(stopped.recorded_commit, 1);
     }
 
     #[test]

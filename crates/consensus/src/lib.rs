@@ -41,6 +41,7 @@ mod snapshot;
 mod status;
 mod transport;
 
+pub use durable::{read_stopped_log, StoppedLog};
 pub use error::Error;
 pub use fence::Control;
 pub use hand_off::HandOff;
@@ -51,6 +52,6 @@ pub use node::{
 pub use peers::PeerNetwork;
 /// Raft's message, as a [`Network`] carries it.
 pub use raft::prelude::{Message, MessageType};
-pub use snapshot::{SnapshotMeta, Snapshots};
+pub use snapshot::{log_dir, snapshot_dir, SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
 pub use transport::{TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

@@ -86,6 +86,16 @@ impl SnapshotMeta {
     }
 }
 
+/// Where a server keeps its snapshots under its `dataDir`.
+pub fn snapshot_dir(data_dir: &Path) -> std::path::PathBuf {
+    data_dir.join("version-paddock").join("snapshots")
+}
+
+/// Where a server keeps its log under its `dataLogDir`.
+pub fn log_dir(data_log_dir: &Path) -> std::path::PathBuf {
+    data_log_dir.join("version-paddock").join("log")
+}
+
 /// The snapshot directory.
 pub struct Snapshots {
     store: SnapshotStore,

@@ -1,6 +1,8 @@
 //! The `paddock` binary: argument parsing and wiring only.
 
 mod cluster;
+mod digest;
+mod migration;
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -48,6 +50,17 @@ enum Command {
     /// Benchmarks against any ZooKeeper-protocol server, and `bench compare`:
     /// Paddock and Apache ZooKeeper side by side on this machine.
     Bench(bench::BenchArgs),
+    /// Read a stopped Apache ZooKeeper's data directory (snapshot and logs)
+    /// into a new Paddock data directory: same znodes, stats, ACLs and
+    /// sessions; zxids go on from ZooKeeper's last.
+    Import(migration::ImportArgs),
+    /// Write a stopped Paddock server's tree as a snapshot Apache ZooKeeper
+    /// starts from: the way back.
+    Export(migration::ExportArgs),
+    /// Read every znode of a running server (Paddock or ZooKeeper) and
+    /// print their count and one digest of paths, data, stats and ACLs:
+    /// equal digests, equal trees.
+    Digest(digest::DigestArgs),
 }
 
 #[derive(clap::Args)]
@@ -112,6 +125,9 @@ fn main() -> std::process::ExitCode {
             }
             bench::run(args)
         }
+        Command::Import(args) => migration::import(args),
+        Command::Export(args) => migration::export(args),
+        Command::Digest(args) => digest::run(args),
         // No logging: the shell's output is zkCli's, with nothing between.
         Command::Shell(args) => return shell(args),
     };

@@ -282,8 +282,8 @@ async fn await_applied(shared: &Shared, index: u64) {
 }
 
 fn data_dirs(config: &ServerConfig) -> Result<(PathBuf, PathBuf), ServerError> {
-    let snapshot_dir = config.data_dir.join("version-paddock").join("snapshots");
-    let log_dir = config.data_log_dir.join("version-paddock").join("log");
+    let snapshot_dir = consensus::snapshot_dir(&config.data_dir);
+    let log_dir = consensus::log_dir(&config.data_log_dir);
     for dir in [&snapshot_dir, &log_dir] {
         std::fs::create_dir_all(dir).map_err(|source| ServerError::DataDir {
             path: dir.clone(),

@@ -67,7 +67,9 @@ mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
-pub use node::{Children, Node, StatPersisted, TTL_MAX_MS};
+pub use node::{
+    ttl_owner, Children, Node, OwnerKind, StatPersisted, CONTAINER_EPHEMERAL_OWNER, TTL_MAX_MS,
+};
 pub use outcome::{Applied, Outcome, Trigger};
 pub use path::validate_path;
 pub use restore::ZnodeRecord;

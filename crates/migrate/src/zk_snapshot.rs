@@ -1,0 +1,338 @@
+//! Apache ZooKeeper's snapshot files (`version-2/snapshot.<zxid in hex>`,
+//! optionally `.gz` or `.snappy`), read and written.
+//!
+//! Layout (`FileSnap`, `SerializeUtils.serializeSnapshot`,
+//! `DataTree.serialize`), big-endian, Jute's lengths:
+//!
+//! ```text
+//! header: magic "ZKSN", version 2, dbid i64
+//! sessions: count i32, (id i64, timeout i32)*
+//! ACL cache: count i32, (id i64, acl vector: count i32, (perms i32, scheme, id)*)*
+//! nodes, each parent before its children, the root's path "":
+//!   (path, data buffer, acl id i64 (-1: open to all),
+//!    czxid, mzxid, ctime, mtime i64, version, cversion, aversion i32,
+//!    ephemeralOwner, pzxid i64)*
+//! the path "/" (end of nodes)
+//! seal: Adler-32 of every byte before it as i64, the string "/"
+//! since 3.6, optional: digest (zxid i64, version i32, digest i64), seal
+//! ```
+//!
+//! The zxid a snapshot is "at" is in its file name: ZooKeeper replays the
+//! log from the next one (the snapshot may hold some later changes too).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jute::{Acl, Id};
+use tree::{DataTree, StatPersisted};
+
+use crate::compression::{self, Compression};
+use crate::error::MigrateError;
+use crate::java_io::{JavaIn, JavaOut, ReadError};
+use crate::zk_tree::{ZkNode, ZkTree};
+
+/// `FileSnap.SNAP_MAGIC`: "ZKSN" as a big-endian int.
+const SNAP_MAGIC: i32 = i32::from_be_bytes(*b"ZKSN");
+/// `FileSnap.VERSION`.
+const SNAP_VERSION: i32 = 2;
+/// `ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID`.
+const OPEN_UNSAFE_ACL_ID: i64 = -1;
+/// The path that ends the nodes, and each seal.
+const END_PATH: &str = "/";
+const READ_BUFFER_BYTES: usize = 256 * 1024;
+
+/// A snapshot file and the zxid its name gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotFile {
+    pub path: PathBuf,
+    pub zxid: i64,
+}
+
+/// Reads the snapshot `file`: its tree and sessions. Every damage is an
+/// error naming the file and the offset (in the uncompressed stream).
+pub fn read(file: &SnapshotFile) -> Result<ZkTree, MigrateError> {
+    let damaged = |source: ReadError| MigrateError::Damaged {
+        file: file.path.clone(),
+        source,
+    };
+    let opened = File::open(&file.path).map_err(|source| MigrateError::Io {
+        path: file.path.clone(),
+        source,
+    })?;
+    let stream = compression::reader(
+        Compression::of(&file.path),
+        BufReader::with_capacity(READ_BUFFER_BYTES, opened),
+    )
+    .map_err(|source| MigrateError::Io {
+        path: file.path.clone(),
+        source,
+    })?;
+    let mut input = JavaIn::new(BufReader::with_capacity(READ_BUFFER_BYTES, stream));
+    read_stream(&mut input).map_err(damaged)
+}
+
+fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
+    let magic = input.i32("snapshot magic")?;
+    if magic != SNAP_MAGIC {
+        return Err(input.invalid(
+            "snapshot magic",
+            0,
+            format!("{magic:#010x} is not \"ZKSN\""),
+        ));
+    }
+    let version = input.i32("snapshot version")?;
+    if version != SNAP_VERSION {
+        return Err(input.invalid(
+            "snapshot version",
+            4,
+            format!("{version} (this reads version {SNAP_VERSION})"),
+        ));
+    }
+    input.i64("database id")?;
+    let mut tree = ZkTree::default();
+    let at = input.offset();
+    let sessions = input
+        .count("session count")?
+        .ok_or_else(|| input.invalid("session count", at, "null"))?;
+    for _ in 0..sessions {
+        let id = input.i64("session id")?;
+        let timeout = input.i32("session timeout")?;
+        tree.add_session(id, timeout);
+    }
+    let acls = read_acl_cache(input)?;
+    read_nodes(input, &acls, &mut tree)?;
+    check_seal(input)?;
+    // The digest (3.6+) is optional: a snapshot may end at the seal.
+    match input.i64("digest zxid") {
+        Err(e) if e.is_end_of_input() => return Ok(tree),
+        other => other?,
+    };
+    input.i32("digest version")?;
+    input.i64("digest")?;
+    check_seal(input)?;
+    Ok(tree)
+}
+
+/// `ReferenceCountedACLCache.deserialize`.
+fn read_acl_cache<R: Read>(input: &mut JavaIn<R>) -> Result<HashMap<i64, Arc<[Acl]>>, ReadError> {
+    let at = input.offset();
+    let count = input
+        .count("ACL cache size")?
+        .ok_or_else(|| input.invalid("ACL cache size", at, "null"))?;
+    let mut acls = HashMap::new();
+    for _ in 0..count {
+        let id = input.i64("ACL id")?;
+        let at = input.offset();
+        let len = input
+            .count("ACL count")?
+            .ok_or_else(|| input.invalid("ACL count", at, "null"))?;
+        let mut list = Vec::new();
+        for _ in 0..len {
+            list.push(Acl {
+                perms: input.i32("ACL perms")?,
+                id: Id {
+                    scheme: input.string("ACL scheme")?,
+                    id: input.string("ACL id")?,
+                },
+            });
+        }
+        acls.insert(id, Arc::from(list));
+    }
+    Ok(acls)
+}
+
+/// `DataTree.deserialize`'s loop: nodes until the path "/".
+fn read_nodes<R: Read>(
+    input: &mut JavaIn<R>,
+    acls: &HashMap<i64, Arc<[Acl]>>,
+    tree: &mut ZkTree,
+) -> Result<(), ReadError> {
+    let open: Arc<[Acl]> = Arc::from(Acl::open_unsafe());
+    loop {
+        let at = input.offset();
+        let path = input.string("node path")?;
+        if path == END_PATH {
+            return Ok(());
+        }
+        let data = input.buffer("node data")?.map(Bytes::from);
+        let acl_at = input.offset();
+        let acl_id = input.i64("node ACL id")?;
+        let acl = match acl_id {
+            OPEN_UNSAFE_ACL_ID => open.clone(),
+            id => acls.get(&id).cloned().ok_or_else(|| {
+                input.invalid(
+                    "node ACL id",
+                    acl_at,
+                    format!("{id} is not in the snapshot's ACL cache"),
+                )
+            })?,
+        };
+        let stat = read_stat(input)?;
+        let node = ZkNode {
+            data,
+            acl,
+            stat,
+            children: Default::default(),
+        };
+        tree.add_loaded(path, node)
+            .map_err(|reason| input.invalid("node", at, reason))?;
+    }
+}
+
+/// `StatPersisted`, in `zookeeper.jute`'s order.
+fn read_stat<R: Read>(input: &mut JavaIn<R>) -> Result<StatPersisted, ReadError> {
+    let czxid = input.i64("czxid")?;
+    let mzxid = input.i64("mzxid")?;
+    let ctime = input.i64("ctime")?;
+    let mtime = input.i64("mtime")?;
+    let version = input.i32("version")?;
+    let cversion = input.i32("cversion")?;
+    let aversion = input.i32("aversion")?;
+    let ephemeral_owner = input.i64("ephemeralOwner")?;
+    let pzxid = input.i64("pzxid")?;
+    Ok(StatPersisted {
+        czxid,
+        mzxid,
+        pzxid,
+        ctime,
+        mtime,
+        version,
+        cversion,
+        aversion,
+        ephemeral_owner,
+    })
+}
+
+/// `SnapStream.checkSealIntegrity`: the Adler-32 so far, then "/".
+fn check_seal<R: Read>(input: &mut JavaIn<R>) -> Result<(), ReadError> {
+    let computed = input.checksum();
+    let at = input.offset();
+    let stored = input.i64("checksum")?;
+    let end = input.string("checksum's end mark")?;
+    if stored != i64::from(computed) {
+        return Err(input.invalid(
+            "checksum",
+            at,
+            format!("stored {stored:#x}, computed {computed:#x}: the snapshot is damaged"),
+        ));
+    }
+    if end != END_PATH {
+        return Err(input.invalid(
+            "checksum's end mark",
+            at + 8,
+            format!("{end:?} where \"/\" belongs"),
+        ));
+    }
+    Ok(())
+}
+
+/// Writes `tree` as the snapshot `dir/snapshot.<zxid in hex>`, as
+/// ZooKeeper writes one with digests off, uncompressed; durable when
+/// this returns. Sessions keep their timeouts (ZooKeeper's snapshot has
+/// no passwords: it derives them from the id).
+pub fn write(tree: &DataTree, zxid: i64, dir: &Path) -> Result<PathBuf, MigrateError> {
+    let path = dir.join(format!("snapshot.{zxid:x}"));
+    let io_error = |source| MigrateError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = File::create_new(&path).map_err(io_error)?;
+    let mut out = JavaOut::new(BufWriter::with_capacity(READ_BUFFER_BYTES, file));
+    write_stream(tree, &mut out).map_err(io_error)?;
+    let file = out
+        .into_inner()
+        .into_inner()
+        .map_err(|e| io_error(e.into_error()))?;
+    file.sync_all().map_err(io_error)?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error)?;
+    Ok(path)
+}
+
+fn write_stream<W: Write>(tree: &DataTree, out: &mut JavaOut<W>) -> io::Result<()> {
+    out.i32(SNAP_MAGIC)?;
+    out.i32(SNAP_VERSION)?;
+    out.i64(0)?;
+    let sessions: Vec<_> = tree.sessions().collect();
+    out.i32(jute::jute_len(sessions.len()))?;
+    for (id, session) in sessions {
+        out.i64(id)?;
+        out.i32(session.timeout_ms)?;
+    }
+    // Every distinct ACL list once, numbered in order of first use.
+    let mut ids: HashMap<&[Acl], i64> = HashMap::new();
+    let mut lists: Vec<&[Acl]> = Vec::new();
+    for (_, node) in tree.znodes_parent_first() {
+        ids.entry(&node.acl[..]).or_insert_with(|| {
+            lists.push(&node.acl[..]);
+            lists.len() as i64
+        });
+    }
+    out.i32(jute::jute_len(lists.len()))?;
+    for (n, list) in lists.iter().enumerate() {
+        out.i64(n as i64 + 1)?;
+        out.i32(jute::jute_len(list.len()))?;
+        for acl in list.iter() {
+            out.i32(acl.perms)?;
+            out.string(&acl.id.scheme)?;
+            out.string(&acl.id.id)?;
+        }
+    }
+    for (path, node) in tree.znodes_parent_first() {
+        out.string(if path == "/" { "" } else { path })?;
+        out.buffer(node.data.as_deref())?;
+        out.i64(ids[&node.acl[..]])?;
+        let s = &node.stat;
+        for v in [s.czxid, s.mzxid, s.ctime, s.mtime] {
+            out.i64(v)?;
+        }
+        for v in [s.version, s.cversion, s.aversion] {
+            out.i32(v)?;
+        }
+        out.i64(s.ephemeral_owner)?;
+        out.i64(s.pzxid)?;
+    }
+    out.string(END_PATH)?;
+    let checksum = out.checksum();
+    out.i64(i64::from(checksum))?;
+    out.string(END_PATH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_written_snapshot_reads_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = DataTree::new();
+        let path = write(&tree, 0x1_0000_0005, dir.path()).unwrap();
+        assert_eq!(path.file_name().unwrap(), "snapshot.100000005");
+        let loaded = read(&SnapshotFile {
+            path: path.clone(),
+            zxid: 0x1_0000_0005,
+        })
+        .unwrap();
+        let (sessions, znodes) = loaded.into_records();
+        let rebuilt = DataTree::from_records(sessions, znodes).unwrap();
+        assert_eq!(rebuilt, tree);
+
+        // One byte changed anywhere is found by the seal.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 2;
+        bytes[at] ^= 0x20;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = read(&SnapshotFile { path, zxid: 1 })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("snapshot.100000005") && err.contains("offset"),
+            "{err}"
+        );
+    }
+}

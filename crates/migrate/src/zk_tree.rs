@@ -1,0 +1,262 @@
+//! Apache ZooKeeper's tree as its snapshot and log describe it, and the
+//! replay of its logged transactions with ZooKeeper's own semantics
+//! (`DataTree.processTxn`, `FileTxnSnapLog.processTransaction`).
+//!
+//! Replay is not Paddock's `DataTree::apply`: a logged transaction is a
+//! result whose checks (ACLs, versions, names) the leader already made,
+//! and a ZooKeeper snapshot is fuzzy (taken while transactions were
+//! applied), so the log may repeat what the snapshot holds. ZooKeeper
+//! replays tolerantly: a failed step is skipped, a repeated create moves
+//! the parent's cversion forward. Once replayed, the tree becomes Paddock
+//! records.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use jute::Acl;
+use tree::{OwnerKind, SessionInfo, StatPersisted, ZnodeRecord, CONTAINER_EPHEMERAL_OWNER};
+
+use crate::password::zookeeper_password;
+use crate::zk_txn::{CreateTxn, LoggedTxn, TxnHeader, ZkOwner, ZkTxn};
+
+/// One znode as ZooKeeper keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ZkNode {
+    pub data: Option<Bytes>,
+    pub acl: Arc<[Acl]>,
+    pub stat: StatPersisted,
+    /// Child names.
+    pub children: BTreeSet<String>,
+}
+
+/// Why a logged step did not apply (ZooKeeper logs it and goes on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Skipped {
+    NoNode,
+    NodeExists,
+}
+
+/// ZooKeeper's tree: nodes by path with the root under `""`, as
+/// ZooKeeper's own map holds it, and its sessions with their timeouts.
+#[derive(Debug, Default)]
+pub struct ZkTree {
+    nodes: HashMap<String, ZkNode>,
+    sessions: BTreeMap<i64, i32>,
+    ephemerals: HashMap<i64, BTreeSet<String>>,
+}
+
+/// ZooKeeper's parent of a path: everything before the last `/`.
+fn split(path: &str) -> Option<(&str, &str)> {
+    path.rfind('/').map(|i| (&path[..i], &path[i + 1..]))
+}
+
+impl ZkTree {
+    pub fn add_session(&mut self, id: i64, timeout_ms: i32) {
+        self.sessions.insert(id, timeout_ms);
+    }
+
+    /// A node read from a snapshot, which ZooKeeper writes parent first:
+    /// `Err` names the missing parent (`DataTree.deserialize` refuses the
+    /// same) or the path seen twice.
+    pub fn add_loaded(&mut self, path: String, node: ZkNode) -> Result<(), String> {
+        if !path.is_empty() {
+            let (parent, name) =
+                split(&path).ok_or_else(|| format!("path {path:?} has no parent"))?;
+            let parent_node = self.nodes.get_mut(parent).ok_or_else(|| {
+                format!("the parent {parent:?} of {path:?} comes after it or not at all")
+            })?;
+            parent_node.children.insert(name.to_owned());
+        }
+        self.index_owner(&path, node.stat.ephemeral_owner);
+        if self.nodes.insert(path.clone(), node).is_some() {
+            return Err(format!("{path:?} is there twice"));
+        }
+        Ok(())
+    }
+
+    fn index_owner(&mut self, path: &str, owner: i64) {
+        if let OwnerKind::Session(owner) = OwnerKind::of(owner) {
+            self.ephemerals
+                .entry(owner)
+                .or_default()
+                .insert(path.to_owned());
+        }
+    }
+
+    /// `FileTxnSnapLog.processTransaction`: the sessions, then
+    /// `DataTree.processTxn`. Returns the steps that were skipped.
+    pub fn replay(&mut self, logged: &LoggedTxn) -> Vec<Skipped> {
+        let mut skipped = Vec::new();
+        self.process(&logged.header, &logged.txn, &mut skipped);
+        skipped
+    }
+
+    fn process(&mut self, header: &TxnHeader, txn: &ZkTxn, skipped: &mut Vec<Skipped>) {
+        let result = match txn {
+            ZkTxn::CreateSession { timeout_ms } => {
+                self.sessions.insert(header.client_id, *timeout_ms);
+                Ok(())
+            }
+            ZkTxn::CloseSession => {
+                self.sessions.remove(&header.client_id);
+                self.kill_session(header.client_id, header.zxid, skipped);
+                Ok(())
+            }
+            ZkTxn::Create(create) => self.create(header, create),
+            ZkTxn::Delete { path } => self.delete(path, header.zxid),
+            ZkTxn::SetData {
+                path,
+                data,
+                version,
+            } => self.set_data(header, path, data, *version),
+            ZkTxn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version),
+            ZkTxn::Error { .. } | ZkTxn::Check => Ok(()),
+            ZkTxn::Multi(txns) => {
+                // A multi that failed is logged as errors only; one that
+                // did not applies every step, skipping those that fail.
+                if !txns.iter().any(|t| matches!(t, ZkTxn::Error { .. })) {
+                    for sub in txns {
+                        self.process(header, sub, skipped);
+                    }
+                }
+                Ok(())
+            }
+        };
+        if let Err(why) = result {
+            skipped.push(why);
+        }
+    }
+
+    /// `DataTree.createNode`; on NodeExists for a plain create (opcode 1,
+    /// also inside a multi), `setCversionPzxid` on the parent, as
+    /// `processTxn` does for the fuzzy snapshot's sake.
+    fn create(&mut self, header: &TxnHeader, create: &CreateTxn) -> Result<(), Skipped> {
+        let (parent_path, name) = split(&create.path).ok_or(Skipped::NoNode)?;
+        let owner = match create.owner {
+            ZkOwner::Persistent => 0,
+            ZkOwner::Session => header.client_id,
+            ZkOwner::Container => CONTAINER_EPHEMERAL_OWNER,
+            ZkOwner::Ttl(ttl) => tree::ttl_owner(ttl).ok_or(Skipped::NoNode)?,
+        };
+        let parent = self.nodes.get_mut(parent_path).ok_or(Skipped::NoNode)?;
+        if parent.children.contains(name) {
+            if create.op == jute::OpCode::Create.code() {
+                move_cversion(parent, create.parent_cversion, header.zxid);
+            }
+            return Err(Skipped::NodeExists);
+        }
+        let parent_cversion = match create.parent_cversion {
+            -1 => parent.stat.cversion.wrapping_add(1),
+            given => given,
+        };
+        if parent_cversion > parent.stat.cversion {
+            parent.stat.cversion = parent_cversion;
+            parent.stat.pzxid = header.zxid;
+        }
+        parent.children.insert(name.to_owned());
+        let node = ZkNode {
+            data: create.data.clone(),
+            acl: Arc::from(create.acl.clone()),
+            stat: StatPersisted::new(header.zxid, header.time_ms, owner),
+            children: BTreeSet::new(),
+        };
+        self.index_owner(&create.path, owner);
+        self.nodes.insert(create.path.clone(), node);
+        Ok(())
+    }
+
+    /// `DataTree.deleteNode`: the parent first, so that a child a fuzzy
+    /// snapshot already lost still moves the parent's pzxid. A node logged
+    /// as deleted has no children (the leader checked); should a fuzzy
+    /// replay find some, they go with it rather than be left without a
+    /// parent.
+    fn delete(&mut self, path: &str, zxid: i64) -> Result<(), Skipped> {
+        let (parent_path, name) = split(path).ok_or(Skipped::NoNode)?;
+        let parent = self.nodes.get_mut(parent_path).ok_or(Skipped::NoNode)?;
+        parent.children.remove(name);
+        if zxid > parent.stat.pzxid {
+            parent.stat.pzxid = zxid;
+        }
+        let node = self.nodes.remove(path).ok_or(Skipped::NoNode)?;
+        for child in &node.children {
+            let _ = self.delete(&format!("{path}/{child}"), zxid);
+        }
+        if let Some(owned) = self.ephemerals.get_mut(&node.stat.ephemeral_owner) {
+            owned.remove(path);
+        }
+        Ok(())
+    }
+
+    /// `DataTree.killSession`: the session's ephemerals are deleted.
+    fn kill_session(&mut self, id: i64, zxid: i64, skipped: &mut Vec<Skipped>) {
+        for path in self.ephemerals.remove(&id).unwrap_or_default() {
+            if let Err(why) = self.delete(&path, zxid) {
+                skipped.push(why);
+            }
+        }
+    }
+
+    fn set_data(
+        &mut self,
+        header: &TxnHeader,
+        path: &str,
+        data: &Option<Bytes>,
+        version: i32,
+    ) -> Result<(), Skipped> {
+        let node = self.nodes.get_mut(path).ok_or(Skipped::NoNode)?;
+        node.data = data.clone();
+        node.stat.mtime = header.time_ms;
+        node.stat.mzxid = header.zxid;
+        node.stat.version = version;
+        Ok(())
+    }
+
+    fn set_acl(&mut self, path: &str, acl: &[Acl], version: i32) -> Result<(), Skipped> {
+        let node = self.nodes.get_mut(path).ok_or(Skipped::NoNode)?;
+        node.acl = Arc::from(acl.to_vec());
+        node.stat.aversion = version;
+        Ok(())
+    }
+
+    /// The sessions, each with the password ZooKeeper gave its clients,
+    /// and every znode (the root as `"/"`), for `DataTree::from_records`.
+    pub fn into_records(self) -> (Vec<(i64, SessionInfo)>, impl Iterator<Item = ZnodeRecord>) {
+        let sessions = self
+            .sessions
+            .iter()
+            .map(|(&id, &timeout_ms)| {
+                (
+                    id,
+                    SessionInfo {
+                        timeout_ms,
+                        password: Bytes::from(zookeeper_password(id)),
+                    },
+                )
+            })
+            .collect();
+        let znodes = self.nodes.into_iter().map(|(path, node)| ZnodeRecord {
+            path: if path.is_empty() {
+                "/".to_owned()
+            } else {
+                path
+            },
+            data: node.data,
+            acl: node.acl.to_vec(),
+            stat: node.stat,
+        });
+        (sessions, znodes)
+    }
+}
+
+/// `DataTree.setCversionPzxid`.
+fn move_cversion(node: &mut ZkNode, cversion: i32, zxid: i64) {
+    let cversion = match cversion {
+        -1 => node.stat.cversion.wrapping_add(1),
+        given => given,
+    };
+    if cversion > node.stat.cversion {
+        node.stat.cversion = cversion;
+        node.stat.pzxid = zxid;
+    }
+}
