@@ -260,3 +260,131 @@ fn move_cversion(node: &mut ZkNode, cversion: i32, zxid: i64) {
         node.stat.pzxid = zxid;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SESSION: i64 = 0x100;
+
+    fn header(zxid: i64, op: jute::OpCode) -> TxnHeader {
+        TxnHeader {
+            client_id: SESSION,
+            cxid: 1,
+            zxid,
+            time_ms: 1_000 + zxid,
+            op: op.code(),
+        }
+    }
+
+    fn create(path: &str, owner: ZkOwner, parent_cversion: i32) -> ZkTxn {
+        ZkTxn::Create(CreateTxn {
+            op: jute::OpCode::Create.code(),
+            path: path.to_owned(),
+            data: Some(Bytes::from_static(b"d")),
+            acl: Acl::open_unsafe(),
+            owner,
+            parent_cversion,
+        })
+    }
+
+    fn replay(tree: &mut ZkTree, zxid: i64, txn: ZkTxn) -> Vec<Skipped> {
+        let op = match &txn {
+            ZkTxn::Multi(_) => jute::OpCode::Multi,
+            ZkTxn::CloseSession => jute::OpCode::CloseSession,
+            ZkTxn::CreateSession { .. } => jute::OpCode::CreateSession,
+            ZkTxn::Delete { .. } => jute::OpCode::Delete,
+            _ => jute::OpCode::Create,
+        };
+        tree.replay(&LoggedTxn {
+            header: header(zxid, op),
+            txn,
+        })
+    }
+
+    fn fresh() -> ZkTree {
+        let mut tree = ZkTree::default();
+        let node = || ZkNode {
+            data: Some(Bytes::new()),
+            acl: Arc::from(Acl::open_unsafe()),
+            stat: StatPersisted::default(),
+            children: BTreeSet::new(),
+        };
+        tree.add_loaded(String::new(), node()).unwrap();
+        tree.add_loaded("/zookeeper".into(), node()).unwrap();
+        tree
+    }
+
+    #[test]
+    fn a_create_the_snapshot_already_holds_moves_the_parents_cversion() {
+        let mut tree = fresh();
+        assert!(replay(&mut tree, 5, create("/a", ZkOwner::Persistent, 1)).is_empty());
+        // The fuzzy snapshot held /a but not the parent's change: replaying
+        // the create is NodeExists, and the parent still moves forward.
+        tree.nodes.get_mut("").unwrap().stat.cversion = 0;
+        assert_eq!(
+            replay(&mut tree, 6, create("/a", ZkOwner::Persistent, 2)),
+            [Skipped::NodeExists]
+        );
+        let root = &tree.nodes[""];
+        assert_eq!((root.stat.cversion, root.stat.pzxid), (2, 6));
+    }
+
+    #[test]
+    fn a_delete_of_a_child_already_gone_still_moves_the_parents_pzxid() {
+        let mut tree = fresh();
+        replay(&mut tree, 5, create("/a", ZkOwner::Persistent, 1));
+        replay(&mut tree, 6, ZkTxn::Delete { path: "/a".into() });
+        assert_eq!(
+            replay(&mut tree, 7, ZkTxn::Delete { path: "/a".into() }),
+            [Skipped::NoNode]
+        );
+        assert_eq!(tree.nodes[""].stat.pzxid, 7);
+    }
+
+    #[test]
+    fn a_create_without_parent_cversion_counts_one_more() {
+        let mut tree = fresh();
+        replay(&mut tree, 5, create("/a", ZkOwner::Persistent, -1));
+        replay(&mut tree, 6, create("/b", ZkOwner::Persistent, -1));
+        assert_eq!(tree.nodes[""].stat.cversion, 2);
+    }
+
+    #[test]
+    fn a_failed_multi_applies_nothing_and_a_closed_session_takes_its_ephemerals() {
+        let mut tree = fresh();
+        replay(&mut tree, 2, ZkTxn::CreateSession { timeout_ms: 30_000 });
+        let failed = ZkTxn::Multi(vec![
+            create("/x", ZkOwner::Persistent, 1),
+            ZkTxn::Error { code: -101 },
+        ]);
+        replay(&mut tree, 3, failed);
+        assert!(!tree.nodes.contains_key("/x"));
+        replay(&mut tree, 4, create("/e", ZkOwner::Session, 1));
+        assert_eq!(tree.nodes["/e"].stat.ephemeral_owner, SESSION);
+        let (sessions, _) = ZkTree {
+            nodes: HashMap::new(),
+            sessions: tree.sessions.clone(),
+            ephemerals: HashMap::new(),
+        }
+        .into_records();
+        assert_eq!(sessions[0].1.password, zookeeper_password(SESSION));
+        replay(&mut tree, 5, ZkTxn::CloseSession);
+        assert!(!tree.nodes.contains_key("/e"));
+        assert!(tree.sessions.is_empty());
+        assert_eq!(tree.nodes[""].stat.pzxid, 5);
+    }
+
+    #[test]
+    fn a_snapshot_node_before_its_parent_is_refused() {
+        let mut tree = ZkTree::default();
+        let node = ZkNode {
+            data: None,
+            acl: Arc::from(Acl::open_unsafe()),
+            stat: StatPersisted::default(),
+            children: BTreeSet::new(),
+        };
+        let err = tree.add_loaded("/a/b".into(), node).unwrap_err();
+        assert!(err.contains("\"/a\""), "{err}");
+    }
+}
