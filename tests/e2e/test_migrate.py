@@ -228,8 +228,9 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk):
 
 
 def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
-    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(), name="zookeeper",
-                       kind="zookeeper")
+    # No snapshot but the first: the 20 creates stay in the log.
+    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(**{"zookeeper.snapCount": "100000"}),
+                       name="zookeeper", kind="zookeeper")
     zookeeper.start()
     try:
         zk = make_kazoo(zookeeper)
@@ -252,3 +253,37 @@ def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
     assert log.name in p.stderr and "offset" in p.stderr and "checksum" in p.stderr, p.stderr
     assert not any(target.rglob("*.snap*")) and not (target / "version-paddock" / "snapshots").exists() \
         or not any((target / "version-paddock" / "snapshots").iterdir())
+
+
+def test_a_log_cut_short_by_a_crash_is_read_up_to_the_cut(tmp_path):
+    """ZooKeeper killed mid-write leaves half an entry at the end of its
+    last log: the import takes what is whole before it, as ZooKeeper's
+    own restart does, and says where the log was cut."""
+    # No snapshot but the first: the 20 creates stay in the log.
+    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(**{"zookeeper.snapCount": "100000"}),
+                       name="zookeeper", kind="zookeeper")
+    zookeeper.start()
+    try:
+        zk = make_kazoo(zookeeper)
+        for i in range(20):
+            zk.create(f"/n{i}", b"value-%d" % i)
+        zk.stop()
+        zk.close()
+    finally:
+        zookeeper.kill()
+    log = sorted((zookeeper.data_dir / "version-2").glob("log.*"))[-1]
+    data = log.read_bytes()
+    last = data.index(b"value-19")
+    log.write_bytes(data[:last + 3])
+    target = Server(tmp_path / "paddock", name="paddock", kind="paddock")
+    out = paddock("import", "--from-zookeeper", zookeeper.data_dir, "--data-dir", target.data_dir)
+    assert log.name in out and "cut short" in out, out
+    target.start()
+    try:
+        zk = make_kazoo(target)
+        assert zk.get("/n18")[0] == b"value-18"
+        assert zk.exists("/n19") is None
+        zk.stop()
+        zk.close()
+    finally:
+        target.stop()
