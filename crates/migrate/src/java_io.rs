@@ -48,6 +48,16 @@ impl<R: Read> JavaIn<R> {
         }
     }
 
+    /// Reads `input` as the bytes that follow `offset` bytes whose
+    /// Adler-32 was `checksum`.
+    pub fn continuing(input: R, checksum: u32, offset: u64) -> Self {
+        Self {
+            input,
+            offset,
+            adler: Adler32::from_checksum(checksum),
+        }
+    }
+
     /// Bytes read so far.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -131,14 +141,33 @@ impl<R: Read> JavaIn<R> {
         Ok(Some(bytes))
     }
 
-    /// A string (Java's modified UTF-8 is UTF-8 for every path ZooKeeper
-    /// accepts); null is an error.
+    /// A string; null is an error. Jute writes a character outside the
+    /// Basic Multilingual Plane as two 3-byte surrogates, which are not
+    /// UTF-8 and which ZooKeeper itself reads back as U+FFFD: so do we.
     pub fn string(&mut self, what: &'static str) -> Result<String, ReadError> {
         let at = self.offset;
         let bytes = self
             .buffer(what)?
             .ok_or_else(|| self.invalid(what, at, "null"))?;
-        String::from_utf8(bytes).map_err(|e| self.invalid(what, at, format!("not UTF-8: {e}")))
+        Ok(match String::from_utf8(bytes) {
+            Ok(s) => s,
+            Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+        })
+    }
+
+    /// What is left of the input, up to `limit` bytes, as it is: neither
+    /// counted nor checksummed (see [`JavaIn::continuing`]).
+    pub fn rest(&mut self, limit: u64) -> Result<Vec<u8>, ReadError> {
+        let mut rest = Vec::new();
+        (&mut self.input)
+            .take(limit)
+            .read_to_end(&mut rest)
+            .map_err(|source| ReadError::Io {
+                what: "trailer",
+                offset: self.offset,
+                source,
+            })?;
+        Ok(rest)
     }
 
     /// A vector's count: `None` for a null vector.

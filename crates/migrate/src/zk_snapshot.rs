@@ -106,15 +106,51 @@ fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
     let acls = read_acl_cache(input)?;
     read_nodes(input, &acls, &mut tree)?;
     check_seal(input)?;
-    // The digest (3.6+) is optional: a snapshot may end at the seal.
-    match input.i64("digest zxid") {
-        Err(e) if e.is_end_of_input() => return Ok(tree),
-        other => other?,
-    };
-    input.i32("digest version")?;
-    input.i64("digest")?;
-    check_seal(input)?;
+    read_trailer(input)?;
     Ok(tree)
+}
+
+/// A sealed section after the tree: the digest (3.6+: zxid i64,
+/// version i32, digest i64) or the last zxid (3.9: i64), each then a seal
+/// (i64 and the string "/").
+const SEAL_BYTES: usize = 8 + 4 + 1;
+const DIGEST_SECTION_BYTES: usize = 8 + 4 + 8 + SEAL_BYTES;
+const LAST_ZXID_SECTION_BYTES: usize = 8 + SEAL_BYTES;
+
+/// The optional sections after the tree, told apart by their length, as
+/// their order depends on the writer's settings: none, the digest, the
+/// digest and the last zxid, or (3.9 with digests off) the last zxid
+/// alone. Each seal is checked; the values are not used (ZooKeeper, too,
+/// takes the zxid from the file name).
+fn read_trailer<R: Read>(input: &mut JavaIn<R>) -> Result<(), ReadError> {
+    let (offset, checksum) = (input.offset(), input.checksum());
+    let both = DIGEST_SECTION_BYTES + LAST_ZXID_SECTION_BYTES;
+    let rest = input.rest(both as u64 + 1)?;
+    let mut t = JavaIn::continuing(&rest[..], checksum, offset);
+    let (digest, last_zxid) = match rest.len() {
+        0 => (false, false),
+        DIGEST_SECTION_BYTES => (true, false),
+        LAST_ZXID_SECTION_BYTES => (false, true),
+        n if n == both => (true, true),
+        n => {
+            return Err(input.invalid(
+                "trailer",
+                offset,
+                format!("{n} bytes after the tree, which fit no digest ({DIGEST_SECTION_BYTES} bytes) or last-zxid ({LAST_ZXID_SECTION_BYTES}) section"),
+            ))
+        }
+    };
+    if digest {
+        t.i64("digest zxid")?;
+        t.i32("digest version")?;
+        t.i64("digest")?;
+        check_seal(&mut t)?;
+    }
+    if last_zxid {
+        t.i64("last zxid")?;
+        check_seal(&mut t)?;
+    }
+    Ok(())
 }
 
 /// `ReferenceCountedACLCache.deserialize`.
@@ -306,6 +342,51 @@ fn write_stream<W: Write>(tree: &DataTree, out: &mut JavaOut<W>) -> io::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A snapshot with the sections after the tree that `sections` says.
+    fn with_trailer(digest: bool, last_zxid: bool) -> Vec<u8> {
+        let mut out = JavaOut::new(Vec::new());
+        write_stream(&DataTree::new(), &mut out).unwrap();
+        if digest {
+            out.i64(5).unwrap();
+            out.i32(2).unwrap();
+            out.i64(0x1234).unwrap();
+            let sum = out.checksum();
+            out.i64(i64::from(sum)).unwrap();
+            out.string(END_PATH).unwrap();
+        }
+        if last_zxid {
+            out.i64(5).unwrap();
+            let sum = out.checksum();
+            out.i64(i64::from(sum)).unwrap();
+            out.string(END_PATH).unwrap();
+        }
+        out.into_inner()
+    }
+
+    #[test]
+    fn every_trailer_zookeeper_writes_is_read_and_its_seal_checked() {
+        for (digest, last_zxid) in [(false, false), (true, false), (false, true), (true, true)] {
+            let bytes = with_trailer(digest, last_zxid);
+            let tree = read_stream(&mut JavaIn::new(&bytes[..])).unwrap();
+            let (sessions, znodes) = tree.into_records();
+            assert_eq!(
+                DataTree::from_records(sessions, znodes).unwrap(),
+                DataTree::new()
+            );
+            if digest || last_zxid {
+                let mut damaged = bytes.clone();
+                let at = damaged.len() - 6;
+                damaged[at] ^= 1;
+                let err = read_stream(&mut JavaIn::new(&damaged[..])).unwrap_err();
+                assert!(err.to_string().contains("checksum"), "{err}");
+            }
+        }
+        let mut extra = with_trailer(true, false);
+        extra.push(0);
+        let err = read_stream(&mut JavaIn::new(&extra[..])).unwrap_err();
+        assert!(err.to_string().contains("34 bytes after the tree"), "{err}");
+    }
 
     #[test]
     fn a_written_snapshot_reads_back() {

@@ -219,6 +219,24 @@ impl ZkTree {
         Ok(())
     }
 
+    /// What `ZooKeeperServer.loadData` does once the log is replayed:
+    /// ephemerals whose session is not in the session table (a fuzzy
+    /// snapshot can hold such) are deleted at `zxid`. Returns how many.
+    pub fn remove_orphaned_ephemerals(&mut self, zxid: i64) -> usize {
+        let orphaned: Vec<i64> = self
+            .ephemerals
+            .keys()
+            .filter(|owner| !self.sessions.contains_key(owner))
+            .copied()
+            .collect();
+        let mut removed = 0;
+        for owner in orphaned {
+            removed += self.ephemerals.get(&owner).map_or(0, BTreeSet::len);
+            self.kill_session(owner, zxid, &mut Vec::new());
+        }
+        removed
+    }
+
     /// The sessions, each with the password ZooKeeper gave its clients,
     /// and every znode (the root as `"/"`), for `DataTree::from_records`.
     pub fn into_records(self) -> (Vec<(i64, SessionInfo)>, impl Iterator<Item = ZnodeRecord>) {
@@ -373,6 +391,18 @@ mod tests {
         assert!(!tree.nodes.contains_key("/e"));
         assert!(tree.sessions.is_empty());
         assert_eq!(tree.nodes[""].stat.pzxid, 5);
+    }
+
+    #[test]
+    fn ephemerals_of_a_session_not_in_the_table_are_removed_at_load() {
+        let mut tree = fresh();
+        replay(&mut tree, 2, ZkTxn::CreateSession { timeout_ms: 30_000 });
+        replay(&mut tree, 3, create("/e", ZkOwner::Session, 1));
+        assert_eq!(tree.remove_orphaned_ephemerals(9), 0);
+        tree.sessions.clear();
+        assert_eq!(tree.remove_orphaned_ephemerals(9), 1);
+        assert!(!tree.nodes.contains_key("/e"));
+        assert_eq!(tree.nodes[""].stat.pzxid, 9);
     }
 
     #[test]

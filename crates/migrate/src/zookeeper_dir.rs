@@ -27,6 +27,9 @@ pub struct ZooKeeperState {
     pub steps_skipped: u64,
     /// Where the last log was cut by a crash, if it was.
     pub torn: Option<(PathBuf, u64)>,
+    /// Ephemerals of sessions the snapshot no longer lists, removed as
+    /// ZooKeeper removes them when it loads.
+    pub orphaned_ephemerals: usize,
 }
 
 /// ZooKeeper keeps its files in `version-2` under `dataDir` and
@@ -116,6 +119,7 @@ pub fn read(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZooKeeperState, M
             torn = Some((log.path.clone(), offset));
         }
     }
+    let orphaned_ephemerals = zk.remove_orphaned_ephemerals(state.last_zxid);
     let (sessions, znodes) = zk.into_records();
     let tree = DataTree::from_records(sessions, znodes).map_err(|source| MigrateError::Tree {
         file: snapshot.path.clone(),
@@ -130,6 +134,7 @@ pub fn read(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZooKeeperState, M
         txns_replayed: state.txns,
         steps_skipped: state.skipped,
         torn,
+        orphaned_ephemerals,
     })
 }
 

@@ -86,6 +86,12 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             file.display()
         );
     }
+    if zk.orphaned_ephemerals > 0 {
+        println!(
+            "{} ephemeral znodes of sessions that had ended were removed, as ZooKeeper removes them when it starts",
+            zk.orphaned_ephemerals
+        );
+    }
     let (voters, learners) = group_of(&config);
     let written = migrate::write_paddock(
         &zk.tree,
