@@ -86,8 +86,7 @@ async fn digest(args: DigestArgs) -> anyhow::Result<()> {
     zk.close().await;
     let mut out = std::io::stdout().lock();
     let mut sum = Sha1::new();
-    for (path, read) in &tree {
-        let line = read.line(path);
+    for line in tree.values() {
         sum.update(line.as_bytes());
         sum.update(b"\n");
         if args.list {
@@ -99,9 +98,10 @@ async fn digest(args: DigestArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every znode under `root`, level by level, with reads pipelined; the
+/// Every znode under `root` by path, as its line (the data only as its
+/// length and hash), read level by level with reads pipelined; the
 /// children of those whose stat says they have some.
-async fn read_tree(zk: &Client, root: &str) -> anyhow::Result<BTreeMap<String, Read>> {
+async fn read_tree(zk: &Client, root: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let mut tree = BTreeMap::new();
     let mut level = vec![root.to_owned()];
     while !level.is_empty() {
@@ -118,7 +118,8 @@ async fn read_tree(zk: &Client, root: &str) -> anyhow::Result<BTreeMap<String, R
                 if stat.num_children > 0 {
                     parents.push(path.clone());
                 }
-                tree.insert(path.clone(), Read { data, stat, acl });
+                let line = Read { data, stat, acl }.line(path);
+                tree.insert(path.clone(), line);
             }
         }
         level = Vec::new();
