@@ -227,9 +227,11 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk):
             s.stop()
 
 
-def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
-    # No snapshot but the first: the 20 creates stay in the log.
-    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(**{"zookeeper.snapCount": "100000"}),
+def zookeeper_with_twenty_znodes(tmp_path, stop):
+    """A ZooKeeper given /n0../n19, then stopped or killed. No snapshot but
+    the first: the 20 creates stay in its log."""
+    zookeeper = Server(tmp_path / "zookeeper",
+                       zookeeper_config(**{"zookeeper.snapCount": "100000"}),
                        name="zookeeper", kind="zookeeper")
     zookeeper.start()
     try:
@@ -239,7 +241,12 @@ def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
         zk.stop()
         zk.close()
     finally:
-        zookeeper.stop()
+        getattr(zookeeper, stop)()
+    return zookeeper
+
+
+def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
+    zookeeper = zookeeper_with_twenty_znodes(tmp_path, "stop")
     logs = sorted((zookeeper.data_dir / "version-2").glob("log.*"))
     log = logs[-1]
     data = bytearray(log.read_bytes())
@@ -259,18 +266,7 @@ def test_a_log_cut_short_by_a_crash_is_read_up_to_the_cut(tmp_path):
     """ZooKeeper killed mid-write leaves half an entry at the end of its
     last log: the import takes what is whole before it, as ZooKeeper's
     own restart does, and says where the log was cut."""
-    # No snapshot but the first: the 20 creates stay in the log.
-    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(**{"zookeeper.snapCount": "100000"}),
-                       name="zookeeper", kind="zookeeper")
-    zookeeper.start()
-    try:
-        zk = make_kazoo(zookeeper)
-        for i in range(20):
-            zk.create(f"/n{i}", b"value-%d" % i)
-        zk.stop()
-        zk.close()
-    finally:
-        zookeeper.kill()
+    zookeeper = zookeeper_with_twenty_znodes(tmp_path, "kill")
     log = sorted((zookeeper.data_dir / "version-2").glob("log.*"))[-1]
     data = log.read_bytes()
     last = data.index(b"value-19")

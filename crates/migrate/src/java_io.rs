@@ -182,6 +182,34 @@ impl<R: Read> JavaIn<R> {
     }
 }
 
+/// ZooKeeper's `FileHeader`, which its snapshots and logs begin with:
+/// `magic` as a big-endian int, the format `version`, a database id.
+pub fn read_file_header<R: Read>(
+    input: &mut JavaIn<R>,
+    magic: &[u8; 4],
+    version: i32,
+) -> Result<(), ReadError> {
+    let found = input.i32("file magic")?;
+    if found != i32::from_be_bytes(*magic) {
+        let expected = String::from_utf8_lossy(magic);
+        return Err(input.invalid(
+            "file magic",
+            0,
+            format!("{found:#010x} is not {expected:?}"),
+        ));
+    }
+    let found = input.i32("format version")?;
+    if found != version {
+        return Err(input.invalid(
+            "format version",
+            4,
+            format!("{found} (this reads version {version})"),
+        ));
+    }
+    input.i64("database id")?;
+    Ok(())
+}
+
 /// Writes fields, checksumming what it writes.
 pub struct JavaOut<W> {
     out: W,

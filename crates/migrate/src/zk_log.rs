@@ -16,11 +16,11 @@ use std::path::PathBuf;
 use bytes::Bytes;
 
 use crate::error::MigrateError;
-use crate::java_io::{JavaIn, ReadError};
+use crate::java_io::{read_file_header, JavaIn, ReadError};
 use crate::zk_txn::LoggedTxn;
 
-/// `FileTxnLog.TXNLOG_MAGIC`: "ZKLG" as a big-endian int.
-const LOG_MAGIC: i32 = i32::from_be_bytes(*b"ZKLG");
+/// `FileTxnLog.TXNLOG_MAGIC`.
+const LOG_MAGIC: &[u8; 4] = b"ZKLG";
 const LOG_VERSION: i32 = 2;
 /// The byte after every entry (`Util.writeTxnBytes`).
 const END_OF_RECORD: u8 = b'B';
@@ -59,7 +59,7 @@ pub fn read(
         source,
     })?;
     let mut input = JavaIn::new(BufReader::with_capacity(READ_BUFFER_BYTES, opened));
-    read_header(&mut input).map_err(damaged)?;
+    read_file_header(&mut input, LOG_MAGIC, LOG_VERSION).map_err(damaged)?;
     loop {
         match read_entry(&mut input) {
             Ok(Entry::Txn(at, bytes)) => {
@@ -72,23 +72,6 @@ pub fn read(
             Err(e) => return Err(damaged(e)),
         }
     }
-}
-
-fn read_header<R: Read>(input: &mut JavaIn<R>) -> Result<(), ReadError> {
-    let magic = input.i32("log magic")?;
-    if magic != LOG_MAGIC {
-        return Err(input.invalid("log magic", 0, format!("{magic:#010x} is not \"ZKLG\"")));
-    }
-    let version = input.i32("log version")?;
-    if version != LOG_VERSION {
-        return Err(input.invalid(
-            "log version",
-            4,
-            format!("{version} (this reads version {LOG_VERSION})"),
-        ));
-    }
-    input.i64("database id")?;
-    Ok(())
 }
 
 enum Entry {

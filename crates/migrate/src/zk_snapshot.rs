@@ -32,11 +32,11 @@ use tree::{DataTree, StatPersisted};
 
 use crate::compression::{self, Compression};
 use crate::error::MigrateError;
-use crate::java_io::{JavaIn, JavaOut, ReadError};
+use crate::java_io::{read_file_header, JavaIn, JavaOut, ReadError};
 use crate::zk_tree::{ZkNode, ZkTree};
 
-/// `FileSnap.SNAP_MAGIC`: "ZKSN" as a big-endian int.
-const SNAP_MAGIC: i32 = i32::from_be_bytes(*b"ZKSN");
+/// `FileSnap.SNAP_MAGIC`.
+const SNAP_MAGIC: &[u8; 4] = b"ZKSN";
 /// `FileSnap.VERSION`.
 const SNAP_VERSION: i32 = 2;
 /// `ReferenceCountedACLCache.OPEN_UNSAFE_ACL_ID`.
@@ -76,23 +76,7 @@ pub fn read(file: &SnapshotFile) -> Result<ZkTree, MigrateError> {
 }
 
 fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
-    let magic = input.i32("snapshot magic")?;
-    if magic != SNAP_MAGIC {
-        return Err(input.invalid(
-            "snapshot magic",
-            0,
-            format!("{magic:#010x} is not \"ZKSN\""),
-        ));
-    }
-    let version = input.i32("snapshot version")?;
-    if version != SNAP_VERSION {
-        return Err(input.invalid(
-            "snapshot version",
-            4,
-            format!("{version} (this reads version {SNAP_VERSION})"),
-        ));
-    }
-    input.i64("database id")?;
+    read_file_header(input, SNAP_MAGIC, SNAP_VERSION)?;
     let mut tree = ZkTree::default();
     let at = input.offset();
     let sessions = input
@@ -291,7 +275,7 @@ pub fn write(tree: &DataTree, zxid: i64, dir: &Path) -> Result<PathBuf, MigrateE
 }
 
 fn write_stream<W: Write>(tree: &DataTree, out: &mut JavaOut<W>) -> io::Result<()> {
-    out.i32(SNAP_MAGIC)?;
+    out.i32(i32::from_be_bytes(*SNAP_MAGIC))?;
     out.i32(SNAP_VERSION)?;
     out.i64(0)?;
     let sessions: Vec<_> = tree.sessions().collect();
