@@ -174,15 +174,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(bind) = args.bind {
         config.client_port_address = Some(bind);
     }
-    if let Some(dir) = args.data_dir {
-        if args.data_log_dir.is_none() && config.data_log_dir == config.data_dir {
-            config.data_log_dir = dir.clone();
-        }
-        config.data_dir = dir;
-    }
-    if let Some(dir) = args.data_log_dir {
-        config.data_log_dir = dir;
-    }
+    set_data_dirs(&mut config, args.data_dir, args.data_log_dir);
     if let Some(path) = args.jaas_config {
         config.jaas_config = Some(path);
     }
@@ -196,6 +188,24 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             .await
             .context("the server stopped")
     })
+}
+
+/// `--data-dir` and `--data-log-dir` over the config's: the log follows
+/// the data directory unless the config or `--data-log-dir` put it apart.
+fn set_data_dirs(
+    config: &mut ServerConfig,
+    data_dir: Option<PathBuf>,
+    data_log_dir: Option<PathBuf>,
+) {
+    if let Some(dir) = data_dir {
+        if data_log_dir.is_none() && config.data_log_dir == config.data_dir {
+            config.data_log_dir = dir.clone();
+        }
+        config.data_dir = dir;
+    }
+    if let Some(dir) = data_log_dir {
+        config.data_log_dir = dir;
+    }
 }
 
 /// Blocks until Ctrl-C or SIGTERM.

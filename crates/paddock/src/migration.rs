@@ -53,15 +53,11 @@ impl PaddockDirs {
             }
             None => ServerConfig::default(),
         };
-        if let Some(dir) = &self.data_dir {
-            if self.data_log_dir.is_none() && config.data_log_dir == config.data_dir {
-                config.data_log_dir = dir.clone();
-            }
-            config.data_dir = dir.clone();
-        }
-        if let Some(dir) = &self.data_log_dir {
-            config.data_log_dir = dir.clone();
-        }
+        crate::set_data_dirs(
+            &mut config,
+            self.data_dir.clone(),
+            self.data_log_dir.clone(),
+        );
         Ok(config)
     }
 }
@@ -92,7 +88,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             zk.orphaned_ephemerals
         );
     }
-    let (voters, learners) = group_of(&config);
+    let (voters, learners) = config.group();
     let written = migrate::write_paddock(
         &zk.tree,
         zk.zxid,
@@ -110,19 +106,6 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
         zk.zxid
     );
     Ok(())
-}
-
-/// The voters and learners of the config's ensemble; `[1]` standalone.
-fn group_of(config: &ServerConfig) -> (Vec<u64>, Vec<u64>) {
-    if config.servers.is_empty() {
-        return (vec![1], vec![]);
-    }
-    let (observers, participants): (Vec<_>, Vec<_>) =
-        config.servers.iter().partition(|s| s.observer);
-    (
-        participants.iter().map(|s| s.id).collect(),
-        observers.iter().map(|s| s.id).collect(),
-    )
 }
 
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {

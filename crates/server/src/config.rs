@@ -427,6 +427,21 @@ impl ServerConfig {
         Duration::from_millis(max_ms.max(u64::from(self.tick_time_ms)))
     }
 
+    /// The ensemble's voters (participants) and learners (observers) by
+    /// id, from the `server.N` lines; a standalone server is the one voter
+    /// 1.
+    pub fn group(&self) -> (Vec<u64>, Vec<u64>) {
+        if self.servers.is_empty() {
+            return (vec![1], vec![]);
+        }
+        let (observers, participants): (Vec<_>, Vec<_>) =
+            self.servers.iter().partition(|s| s.observer);
+        (
+            participants.iter().map(|s| s.id).collect(),
+            observers.iter().map(|s| s.id).collect(),
+        )
+    }
+
     /// This server's id: ZooKeeper's `myid` file in the data directory.
     /// Standalone servers have none and use 1.
     pub fn my_id(&self) -> Result<u64, ConfigError> {

@@ -50,12 +50,11 @@ impl Ensemble {
                 peers.insert(server.id, addr);
             }
         }
-        let (observers, participants): (Vec<_>, Vec<_>) =
-            config.servers.iter().partition(|s| s.observer);
+        let (voters, learners) = config.group();
         Ok(Some(Self {
             my_id,
-            voters: participants.iter().map(|s| s.id).collect(),
-            learners: observers.iter().map(|s| s.id).collect(),
+            voters,
+            learners,
             listen: listen.expect("my_id() checked that a server.N line has this id"),
             peers,
         }))
