@@ -1,4 +1,5 @@
-use std::path::PathBuf;
+use std::fs::File;
+use std::path::{Path, PathBuf};
 
 use crate::java_io::ReadError;
 
@@ -41,4 +42,12 @@ pub enum MigrateError {
         file: PathBuf,
         source: tree::SnapshotError,
     },
+}
+
+/// Opens a file to read, or says which could not be.
+pub(crate) fn open(path: &Path) -> Result<File, MigrateError> {
+    File::open(path).map_err(|source| MigrateError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }

@@ -170,6 +170,13 @@ impl<R: Read> JavaIn<R> {
         Ok(rest)
     }
 
+    /// A count that may not be null (a map's or a list's size).
+    pub fn required_count(&mut self, what: &'static str) -> Result<usize, ReadError> {
+        let at = self.offset;
+        self.count(what)?
+            .ok_or_else(|| self.invalid(what, at, "null"))
+    }
+
     /// A vector's count: `None` for a null vector.
     pub fn count(&mut self, what: &'static str) -> Result<Option<usize>, ReadError> {
         let at = self.offset;

@@ -9,7 +9,6 @@
 //! then zeros: ZooKeeper preallocates, and a zero length is the end
 //! ```
 
-use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::PathBuf;
 
@@ -54,10 +53,7 @@ pub fn read(
         file: file.path.clone(),
         source,
     };
-    let opened = File::open(&file.path).map_err(|source| MigrateError::Io {
-        path: file.path.clone(),
-        source,
-    })?;
+    let opened = crate::error::open(&file.path)?;
     let mut input = JavaIn::new(BufReader::with_capacity(READ_BUFFER_BYTES, opened));
     read_file_header(&mut input, LOG_MAGIC, LOG_VERSION).map_err(damaged)?;
     loop {

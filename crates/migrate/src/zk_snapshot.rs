@@ -59,10 +59,7 @@ pub fn read(file: &SnapshotFile) -> Result<ZkTree, MigrateError> {
         file: file.path.clone(),
         source,
     };
-    let opened = File::open(&file.path).map_err(|source| MigrateError::Io {
-        path: file.path.clone(),
-        source,
-    })?;
+    let opened = crate::error::open(&file.path)?;
     let stream = compression::reader(
         Compression::of(&file.path),
         BufReader::with_capacity(READ_BUFFER_BYTES, opened),
@@ -78,10 +75,7 @@ pub fn read(file: &SnapshotFile) -> Result<ZkTree, MigrateError> {
 fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
     read_file_header(input, SNAP_MAGIC, SNAP_VERSION)?;
     let mut tree = ZkTree::default();
-    let at = input.offset();
-    let sessions = input
-        .count("session count")?
-        .ok_or_else(|| input.invalid("session count", at, "null"))?;
+    let sessions = input.required_count("session count")?;
     for _ in 0..sessions {
         let id = input.i64("session id")?;
         let timeout = input.i32("session timeout")?;
@@ -139,17 +133,11 @@ fn read_trailer<R: Read>(input: &mut JavaIn<R>) -> Result<(), ReadError> {
 
 /// `ReferenceCountedACLCache.deserialize`.
 fn read_acl_cache<R: Read>(input: &mut JavaIn<R>) -> Result<HashMap<i64, Arc<[Acl]>>, ReadError> {
-    let at = input.offset();
-    let count = input
-        .count("ACL cache size")?
-        .ok_or_else(|| input.invalid("ACL cache size", at, "null"))?;
+    let count = input.required_count("ACL cache size")?;
     let mut acls = HashMap::new();
     for _ in 0..count {
         let id = input.i64("ACL id")?;
-        let at = input.offset();
-        let len = input
-            .count("ACL count")?
-            .ok_or_else(|| input.invalid("ACL count", at, "null"))?;
+        let len = input.required_count("ACL count")?;
         let mut list = Vec::new();
         for _ in 0..len {
             list.push(Acl {
