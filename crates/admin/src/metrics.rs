@@ -92,6 +92,7 @@ pub fn render(monitor: &Monitor) -> String {
         }
     }
     duration_families(&mut page, monitor);
+    quota_families(&mut page, monitor);
     consensus_families(&mut page, monitor);
     process_families(&mut page);
     page.text
@@ -139,6 +140,20 @@ impl Page {
         let _ = writeln!(self.text, "{name} {}", sample(value));
     }
 
+    /// One family of samples labelled `key`, as ZooKeeper's gauge and
+    /// counter sets; nothing at all when there is no sample.
+    fn keyed<'a>(&mut self, name: &str, kind: Kind, values: impl Iterator<Item = (&'a str, f64)>) {
+        let mut values = values.peekable();
+        if values.peek().is_none() {
+            return;
+        }
+        self.header(name, name, kind);
+        for (key, value) in values {
+            let key = escape_label(key);
+            let _ = writeln!(self.text, "{name}{{key=\"{key}\",}} {}", sample(value));
+        }
+    }
+
     fn header(&mut self, name: &str, help: &str, kind: Kind) {
         let _ = writeln!(self.text, "# HELP {name} {help}");
         let _ = writeln!(self.text, "# TYPE {name} {}", kind.as_str());
@@ -183,6 +198,14 @@ impl Page {
     }
 }
 
+/// A label value in the text format: backslash, quote and newline escaped.
+fn escape_label(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
 /// A sample value as Prometheus reads it: always with a decimal point, as
 /// ZooKeeper's Java client prints doubles.
 fn sample(value: f64) -> String {
@@ -191,6 +214,26 @@ fn sample(value: f64) -> String {
     } else {
         format!("{value}")
     }
+}
+
+/// ZooKeeper's per-namespace quota metrics, labelled `key` as its
+/// provider labels every gauge and counter set. A family with no
+/// namespace is left out.
+fn quota_families(page: &mut Page, monitor: &Monitor) {
+    let quotas = monitor.quotas_per_namespace();
+    let gauges = [
+        ("quota_count_limit_per_namespace", &quotas.count_limit),
+        ("quota_bytes_limit_per_namespace", &quotas.bytes_limit),
+        ("quota_count_usage_per_namespace", &quotas.count_usage),
+        ("quota_bytes_usage_per_namespace", &quotas.bytes_usage),
+    ];
+    for (name, per_namespace) in gauges {
+        let values = per_namespace.iter().map(|(ns, v)| (ns.as_str(), *v as f64));
+        page.keyed(name, Kind::Gauge, values);
+    }
+    let exceeded = monitor.quota_exceeded_per_namespace();
+    let values = exceeded.iter().map(|(ns, n)| (ns.as_str(), *n as f64));
+    page.keyed("quota_exceeded_error_per_namespace", Kind::Counter, values);
 }
 
 fn consensus_families(page: &mut Page, monitor: &Monitor) {
@@ -343,6 +386,19 @@ mod tests {
             page.text,
             "# HELP znode_count znode_count\n# TYPE znode_count gauge\nznode_count 35.0\n"
         );
+    }
+
+    #[test]
+    fn a_keyed_family_labels_each_sample_as_zookeeper_s_sets_do() {
+        let mut page = Page::default();
+        page.keyed("q", Kind::Counter, [("a\"b", 2.0), ("c", 1.0)].into_iter());
+        assert_eq!(
+            page.text,
+            "# HELP q q\n# TYPE q counter\nq{key=\"a\\\"b\",} 2.0\nq{key=\"c\",} 1.0\n"
+        );
+        let mut empty = Page::default();
+        empty.keyed("q", Kind::Gauge, std::iter::empty());
+        assert!(empty.text.is_empty());
     }
 
     fn durations(ms: &[u64]) -> HistogramSnapshot {

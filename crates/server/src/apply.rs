@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
 use tokio::sync::mpsc;
-use tree::{Applied, DataTree, Outcome, Trigger, Txn, TxnOp};
+use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
@@ -135,9 +135,10 @@ impl ApplyLoop {
                 source,
             })?;
             let zxid = entry.index as i64;
-            let outcome = self.apply_txn(entry.index, &txn);
+            let (outcome, quota_breaches) = self.apply_txn(entry.index, &txn);
             self.track_session(&txn, &outcome, &mut closed_sessions);
             if let Some(waiter) = entry.waiter {
+                self.shared.quota_report.report(&quota_breaches);
                 replies.push((waiter, Committed { zxid, outcome }));
             }
         }
@@ -162,8 +163,9 @@ impl ApplyLoop {
 
     /// Applies the txn at log index `index` to the published tree and, in
     /// the same critical section, moves the applied zxid and queues the
-    /// watch events of its triggers.
-    fn apply_txn(&self, index: u64, txn: &Txn) -> Outcome {
+    /// watch events of its triggers. Returns the outcome and the quota
+    /// limits the txn passed.
+    fn apply_txn(&self, index: u64, txn: &Txn) -> (Outcome, Vec<QuotaBreach>) {
         let zxid = index as i64;
         let mut published = self.shared.published();
         let (applied, replaced) =
@@ -179,12 +181,16 @@ impl ApplyLoop {
             };
         published.applied_index = index;
         published.last_zxid = zxid;
-        let Applied { outcome, triggers } = applied;
+        let Applied {
+            outcome,
+            triggers,
+            quota_breaches,
+        } = applied;
         self.fire(&mut published, zxid, triggers);
         drop(published);
         // Freed after the lock is released: it may hold many old nodes.
         drop(replaced);
-        outcome
+        (outcome, quota_breaches)
     }
 
     /// Keeps liveness tracking in step with the replicated session table.

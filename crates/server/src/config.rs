@@ -42,6 +42,10 @@ pub struct ServerConfig {
     pub fsync_warning_threshold_ms: u64,
     pub autopurge_snap_retain_count: u32,
     pub extended_types_enabled: bool,
+    /// Refuse a create or setData past a hard quota limit with
+    /// `QuotaExceeded`, and log every limit passed
+    /// (`zookeeper.enforceQuota`). Off, quotas are bookkeeping only.
+    pub enforce_quota: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
@@ -183,6 +187,7 @@ impl Default for ServerConfig {
             fsync_warning_threshold_ms: 1000,
             autopurge_snap_retain_count: 3,
             extended_types_enabled: false,
+            enforce_quota: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
             super_digest: None,
@@ -291,6 +296,7 @@ impl ServerConfig {
                     number::<u32>(raw_key, value)?;
                 }
                 "extendedTypesEnabled" => config.extended_types_enabled = boolean(raw_key, value)?,
+                "enforceQuota" => config.enforce_quota = boolean(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
                 "DigestAuthenticationProvider.superDigest" => {
@@ -548,9 +554,11 @@ mod tests {
         let c = config(
             "# comment\ntickTime=100\nclientPort = 2999\ndataDir=/tmp/x\n\
              zookeeper.jute.maxbuffer=4096\nDigestAuthenticationProvider.superDigest=super:abc=\n\
-             4lw.commands.whitelist=ruok, srvr\nsomething.unknown=1\n",
+             4lw.commands.whitelist=ruok, srvr\nsomething.unknown=1\n\
+             zookeeper.enforceQuota=true\n",
         )
         .unwrap();
+        assert!(c.enforce_quota);
         assert_eq!(c.client_port, 2999);
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.jute_max_buffer, 4096);

@@ -342,6 +342,7 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
         time_ms: now_ms(),
         session_id,
         auth: Vec::new(),
+        enforce_quota: false,
         op: TxnOp::CreateSession {
             timeout_ms,
             password: password.clone(),

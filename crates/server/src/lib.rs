@@ -16,6 +16,7 @@
 //!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
 //! - `config`: `zoo.cfg`.
 //! - `reply`, `stats`: reply frames and counters.
+//! - `quota_report`: the warnings and counts of quota limits passed.
 
 mod apply;
 mod auth;
@@ -26,6 +27,7 @@ mod event_order;
 mod four_letter;
 mod monitor;
 mod pipeline;
+mod quota_report;
 mod reply;
 mod rewatch;
 mod sasl;

@@ -187,6 +187,18 @@ impl Monitor {
             .map_or_else(Vec::new, |(_, network)| network.connected_peers())
     }
 
+    /// Quota limits and usage per top-level namespace.
+    pub fn quotas_per_namespace(&self) -> tree::QuotasPerNamespace {
+        // A clone is O(1); the walk runs outside the lock.
+        let tree = self.shared.published().tree.clone();
+        tree.quotas_per_namespace()
+    }
+
+    /// Writes this server refused for a hard quota limit, per namespace.
+    pub fn quota_exceeded_per_namespace(&self) -> BTreeMap<String, u64> {
+        self.shared.quota_report.exceeded_per_namespace()
+    }
+
     /// Raft's view: term, commit index, last log index, leader changes.
     pub fn consensus(&self) -> &consensus::Status {
         self.shared.consensus.status()

@@ -131,6 +131,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             time_ms: crate::shared::now_ms(),
             session_id: session.session_id,
             auth: session.auth.to_vec(),
+            enforce_quota: shared.config.enforce_quota,
             op,
         };
         Step::Write {
@@ -275,6 +276,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         time_ms: crate::shared::now_ms(),
         session_id: session.session_id,
         auth: session.auth.to_vec(),
+        enforce_quota: false,
         op: TxnOp::Error {
             code: ErrorCode::MarshallingError,
         },

@@ -154,6 +154,7 @@ pub async fn run(
         next_connection_id: AtomicU64::new(1),
         sockets_per_ip: Mutex::new(HashMap::new()),
         stats: Stats::default(),
+        quota_report: Default::default(),
         sasl_users,
         peers: ensemble.zip(network),
         serving: AtomicBool::new(false),
@@ -527,6 +528,7 @@ fn expire_sessions(shared: &Shared) {
             time_ms: now_ms(),
             session_id,
             auth: Vec::new(),
+            enforce_quota: false,
             op: TxnOp::CloseSession,
         };
         drop(shared.propose(&txn));
@@ -545,6 +547,7 @@ fn reap(shared: &Shared) {
             time_ms: now_ms(),
             session_id: 0,
             auth: Vec::new(),
+            enforce_quota: false,
             op: TxnOp::Reap { path },
         };
         drop(shared.propose(&txn));

@@ -120,6 +120,7 @@ pub struct Shared {
     /// `maxClientCnxns`.
     pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
     pub stats: Stats,
+    pub quota_report: crate::quota_report::QuotaReport,
     /// Users of the JAAS `Server` section; `None` without one, when SASL
     /// is not configured.
     pub sasl_users: Option<crate::sasl::SaslUsers>,

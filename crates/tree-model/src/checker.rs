@@ -105,6 +105,7 @@ impl Checker {
                     time_ms: self.time_ms,
                     session_id: *session,
                     auth: Vec::new(),
+                    enforce_quota: false,
                     op: op.clone(),
                 };
                 let got = self.tree.apply(self.zxid, &txn);

@@ -315,7 +315,11 @@ impl Model {
                 .apply_op(ctx, op, &mut triggers)
                 .unwrap_or_else(Outcome::Failed),
         };
-        Applied { outcome, triggers }
+        Applied {
+            outcome,
+            triggers,
+            quota_breaches: Vec::new(),
+        }
     }
 
     fn apply_op(

@@ -16,7 +16,7 @@ use crate::acl::{check_acl, fixup_acl, AclList};
 use crate::node::{next_version, ttl_owner, OwnerKind, CONTAINER_EPHEMERAL_OWNER};
 use crate::outcome::{Applied, Outcome, Trigger};
 use crate::path::{self, validate_path};
-use crate::quota;
+use crate::quota::{self, QuotaBreach};
 use crate::session::SessionInfo;
 use crate::txn::{Txn, TxnOp};
 use crate::DataTree;
@@ -25,6 +25,17 @@ use crate::DataTree;
 struct Ctx<'a> {
     zxid: i64,
     txn: &'a Txn,
+    /// The tree quota checks read limits and usage from: the tree before
+    /// the multi for a multi's ops (ZooKeeper's prep stage reads the
+    /// committed tree, not the multi's earlier ops), else the tree itself.
+    quota_base: Option<&'a DataTree>,
+}
+
+/// What applying ops produces besides their outcomes.
+#[derive(Default)]
+struct Effects {
+    triggers: Vec<Trigger>,
+    quota_breaches: Vec<QuotaBreach>,
 }
 
 type OpResult = Result<Outcome, ErrorCode>;
@@ -34,15 +45,23 @@ impl DataTree {
     /// check is an [`Outcome::Failed`] (or a failed multi's results) and
     /// leaves the tree unchanged, as ZooKeeper's error txns do.
     pub fn apply(&mut self, zxid: i64, txn: &Txn) -> Applied {
-        let ctx = Ctx { zxid, txn };
-        let mut triggers = Vec::new();
+        let ctx = Ctx {
+            zxid,
+            txn,
+            quota_base: None,
+        };
+        let mut fx = Effects::default();
         let outcome = match &txn.op {
-            TxnOp::Multi(ops) => self.multi(&ctx, ops, &mut triggers),
+            TxnOp::Multi(ops) => self.multi(&ctx, ops, &mut fx),
             op => self
-                .apply_op(&ctx, op, &mut triggers)
+                .apply_op(&ctx, op, &mut fx)
                 .unwrap_or_else(Outcome::Failed),
         };
-        Applied { outcome, triggers }
+        Applied {
+            outcome,
+            triggers: fx.triggers,
+            quota_breaches: fx.quota_breaches,
+        }
     }
 
     /// The most znodes applying `txn` can change or walk: a multi's ops, a
@@ -67,29 +86,29 @@ impl DataTree {
         }
     }
 
-    fn apply_op(&mut self, ctx: &Ctx, op: &TxnOp, triggers: &mut Vec<Trigger>) -> OpResult {
+    fn apply_op(&mut self, ctx: &Ctx, op: &TxnOp, fx: &mut Effects) -> OpResult {
         match op {
             TxnOp::CreateSession {
                 timeout_ms,
                 password,
             } => Ok(self.create_session(ctx, *timeout_ms, password)),
-            TxnOp::CloseSession => Ok(self.close_session(ctx, triggers)),
+            TxnOp::CloseSession => Ok(self.close_session(ctx, &mut fx.triggers)),
             TxnOp::Create {
                 path,
                 data,
                 acl,
                 mode,
                 ttl_ms,
-            } => self.create(ctx, path, data, acl, *mode, *ttl_ms, triggers),
-            TxnOp::Delete { path, version } => self.delete(ctx, path, *version, triggers),
+            } => self.create(ctx, path, data, acl, *mode, *ttl_ms, fx),
+            TxnOp::Delete { path, version } => self.delete(ctx, path, *version, &mut fx.triggers),
             TxnOp::SetData {
                 path,
                 data,
                 version,
-            } => self.set_data(ctx, path, data, *version, triggers),
+            } => self.set_data(ctx, path, data, *version, fx),
             TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
             TxnOp::Check { path, version } => self.check(ctx, path, *version),
-            TxnOp::Reap { path } => self.reap(ctx, path, triggers),
+            TxnOp::Reap { path } => self.reap(ctx, path, &mut fx.triggers),
             TxnOp::Error { code } => Err(*code),
             // A multi inside a multi cannot be decoded; ZooKeeper answers
             // an undecodable multi with a marshalling error.
@@ -185,7 +204,7 @@ impl DataTree {
         acl: &[Acl],
         mode: CreateMode,
         ttl_ms: i64,
-        triggers: &mut Vec<Trigger>,
+        fx: &mut Effects,
     ) -> OpResult {
         let (owner, parent_path) =
             self.create_checks_before_acl(ctx.txn.session_id, path, mode, ttl_ms)?;
@@ -209,6 +228,10 @@ impl DataTree {
         if matches!(parent.kind(), OwnerKind::Session(_)) {
             return Err(ErrorCode::NoChildrenForEphemerals);
         }
+        if ctx.txn.enforce_quota {
+            let base = ctx.quota_base.unwrap_or(self);
+            base.check_quota(&path, data_len(data), 1, &mut fx.quota_breaches)?;
+        }
         // Share the parent's ACL when equal: most trees use one or two.
         let acl: AclList = if *parent.acl == acl[..] {
             parent.acl.clone()
@@ -223,7 +246,7 @@ impl DataTree {
             parent_cversion.wrapping_add(1),
             ctx.zxid,
             ctx.txn.time_ms,
-            triggers,
+            &mut fx.triggers,
         );
         Ok(Outcome::Created { path, stat })
     }
@@ -258,13 +281,20 @@ impl DataTree {
         path: &str,
         data: &Option<Bytes>,
         version: i32,
-        triggers: &mut Vec<Trigger>,
+        fx: &mut Effects,
     ) -> OpResult {
         self.check_session(ctx.txn.session_id)?;
         validate_path(path)?;
         let node = self.nodes.get(path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&node.acl, perms::WRITE, &ctx.txn.auth) {
             return Err(ErrorCode::NoAuth);
+        }
+        if ctx.txn.enforce_quota {
+            // The size it replaces is the node's latest, a multi's earlier
+            // setData included; limits and usage are the base tree's.
+            let bytes_diff = data_len(data) - node.data_len() as i64;
+            let base = ctx.quota_base.unwrap_or(self);
+            base.check_quota(path, bytes_diff, 0, &mut fx.quota_breaches)?;
         }
         let new_version = next_version(node.stat.version, version)?;
         let stat = self.set_node_data(
@@ -273,7 +303,7 @@ impl DataTree {
             new_version,
             ctx.zxid,
             ctx.txn.time_ms,
-            triggers,
+            &mut fx.triggers,
         );
         Ok(Outcome::SetData { stat })
     }
@@ -335,7 +365,7 @@ impl DataTree {
     /// the tree only if every op succeeds. An `Error` op is one the server
     /// refused before proposing (ZooKeeper's prep stage logs an `ErrorTxn`
     /// in its place), failing the multi at that op.
-    fn multi(&mut self, ctx: &Ctx, ops: &[TxnOp], triggers: &mut Vec<Trigger>) -> Outcome {
+    fn multi(&mut self, ctx: &Ctx, ops: &[TxnOp], fx: &mut Effects) -> Outcome {
         let allowed = |op: &TxnOp| {
             matches!(
                 op,
@@ -350,16 +380,24 @@ impl DataTree {
             return Outcome::Failed(ErrorCode::MarshallingError);
         }
         let mut scratch = self.clone();
-        let mut scratch_triggers = Vec::new();
+        let mut scratch_fx = Effects::default();
+        let op_ctx = Ctx {
+            quota_base: Some(self),
+            ..*ctx
+        };
         let mut results = Vec::with_capacity(ops.len());
         for (i, op) in ops.iter().enumerate() {
-            match scratch.apply_op(ctx, op, &mut scratch_triggers) {
+            match scratch.apply_op(&op_ctx, op, &mut scratch_fx) {
                 Ok(outcome) => results.push(Ok(outcome)),
-                Err(code) => return Outcome::Multi(failed_multi(ops.len(), i, code)),
+                Err(code) => {
+                    fx.quota_breaches.append(&mut scratch_fx.quota_breaches);
+                    return Outcome::Multi(failed_multi(ops.len(), i, code));
+                }
             }
         }
         *self = scratch;
-        triggers.append(&mut scratch_triggers);
+        fx.triggers.append(&mut scratch_fx.triggers);
+        fx.quota_breaches.append(&mut scratch_fx.quota_breaches);
         Outcome::Multi(results)
     }
 
@@ -398,6 +436,11 @@ impl DataTree {
 }
 
 /// `ContainerManager`: `ttl != 0 && now - mtime > ttl`.
+/// The size quotas count for `data`: null is empty.
+fn data_len(data: &Option<Bytes>) -> i64 {
+    data.as_ref().map_or(0, |d| d.len() as i64)
+}
+
 fn ttl_expired(ttl_ms: i64, mtime: i64, now_ms: i64) -> bool {
     ttl_ms != 0 && now_ms.wrapping_sub(mtime) > ttl_ms
 }

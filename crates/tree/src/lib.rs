@@ -35,7 +35,13 @@
 //!
 //! let mut tree = DataTree::new();
 //! let session = 0x100;
-//! let txn = |op| Txn { time_ms: 1_000, session_id: session, auth: vec![], op };
+//! let txn = |op| Txn {
+//!     time_ms: 1_000,
+//!     session_id: session,
+//!     auth: vec![],
+//!     enforce_quota: false,
+//!     op,
+//! };
 //! tree.apply(1, &txn(TxnOp::CreateSession { timeout_ms: 30_000, password: Bytes::new() }));
 //! let applied = tree.apply(2, &txn(TxnOp::Create {
 //!     path: "/lock-".into(),
@@ -72,6 +78,7 @@ pub use node::{
 };
 pub use outcome::{Applied, Outcome, Trigger};
 pub use path::validate_path;
+pub use quota::{top_namespace, QuotaBreach, QuotaMeasure, QuotasPerNamespace};
 pub use restore::ZnodeRecord;
 pub use session::SessionInfo;
 pub use snapshot::SnapshotError;

@@ -4,6 +4,7 @@
 use jute::{ErrorCode, EventType, Stat};
 
 use crate::acl::AclList;
+use crate::quota::QuotaBreach;
 
 /// The result of [`crate::DataTree::apply`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -11,6 +12,10 @@ pub struct Applied {
     pub outcome: Outcome,
     /// In the order ZooKeeper fires them; empty when nothing changed.
     pub triggers: Vec<Trigger>,
+    /// Quota limits the Txn's writes passed, when it enforces quotas, in
+    /// the order they were found; a hard one failed its op. Kept even
+    /// when a later op failed the multi, as ZooKeeper logs them first.
+    pub quota_breaches: Vec<QuotaBreach>,
 }
 
 /// The result of one Txn. Stats are what the client sees (see

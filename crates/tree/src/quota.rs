@@ -5,8 +5,14 @@
 //! sibling `zookeeper_stats` fills it with `count=N,bytes=M` for the
 //! subtree. From then on every create, delete and setData below `/p`
 //! rewrites that stats node's data in place — no version, mzxid or watch
-//! change — so `listquota` can read usage. Enforcement (`enforceQuota`,
-//! off by default) is a server decision and not done here.
+//! change — so `listquota` can read usage.
+//!
+//! Enforcement (`zookeeper.enforceQuota`, off by default) is ZooKeeper's
+//! `ZooKeeperServer.checkQuota`, asked by a create or setData whose Txn
+//! carries the proposer's setting: the usage after the write is compared
+//! with the limits node's hard limit, or else its soft one. Passing a soft
+//! limit is reported; passing a hard one refuses the write with
+//! `QuotaExceeded`.
 //!
 //! ZooKeeper's quirks are kept because they are visible in the stats
 //! nodes: path components are split on `/` with blank ones dropped
@@ -16,8 +22,10 @@
 //! we skip the bookkeeping instead.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use bytes::Bytes;
+use jute::ErrorCode;
 
 use crate::path::{self, QUOTA_ZOOKEEPER};
 use crate::DataTree;
@@ -39,6 +47,67 @@ fn key_of(components: &[&str]) -> String {
 /// `Quotas.statPath`.
 fn stat_path(quota_path: &str) -> String {
     format!("{QUOTA_ZOOKEEPER}{quota_path}/{STAT_NODE}")
+}
+
+/// `Quotas.limitPath`.
+fn limit_path(quota_path: &str) -> String {
+    format!("{QUOTA_ZOOKEEPER}{quota_path}/{LIMIT_NODE}")
+}
+
+/// `PathUtils.getTopNamespace`: the first component of `path`, the label
+/// of ZooKeeper's per-namespace quota metrics.
+pub fn top_namespace(path: &str) -> Option<&str> {
+    path.split('/').nth(1).filter(|c| !c.is_empty())
+}
+
+/// What a quota limit is counted in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaMeasure {
+    Count,
+    Bytes,
+}
+
+/// A write that takes a quota's usage past one of its limits, as
+/// `ZooKeeperServer.checkQuota` finds it. ZooKeeper logs each one; a hard
+/// limit also refuses the write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaBreach {
+    /// The quota's path: the deepest one above the written znode.
+    pub quota_path: String,
+    /// The written path's [`top_namespace`].
+    pub namespace: Option<String>,
+    pub measure: QuotaMeasure,
+    /// Usage once the write is applied.
+    pub usage: i64,
+    pub limit: i64,
+    pub hard: bool,
+}
+
+/// Quota limits and usage summed per top-level namespace, as ZooKeeper's
+/// `QuotaMetricsUtils` reports them in its `quota_*_per_namespace`
+/// metrics: a limit is the hard one where set, else the soft one.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct QuotasPerNamespace {
+    pub count_limit: BTreeMap<String, i64>,
+    pub bytes_limit: BTreeMap<String, i64>,
+    pub count_usage: BTreeMap<String, i64>,
+    pub bytes_usage: BTreeMap<String, i64>,
+}
+
+impl fmt::Display for QuotaBreach {
+    /// ZooKeeper's own words, so operators' log searches keep working.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (measure, limit_name) = match self.measure {
+            QuotaMeasure::Count => ("count", "CountLimit"),
+            QuotaMeasure::Bytes => ("bytes", "ByteLimit"),
+        };
+        let kind = if self.hard { "hard" } else { "soft" };
+        write!(
+            f,
+            "Quota exceeded: {} [current {measure}={}, {kind}{limit_name}={}]",
+            self.quota_path, self.usage, self.limit
+        )
+    }
 }
 
 /// Whether creating `path` recounts a quota's subtree (it is a quota's
@@ -142,6 +211,119 @@ impl DataTree {
             self.add_quota_path(&quota_path);
             self.update_quota_for_path(&quota_path);
         }
+    }
+
+    /// `ZooKeeperServer.checkQuota`, judged on this tree's limits and
+    /// usage: adding `count_diff` znodes and `bytes_diff` bytes at `path`.
+    /// Each limit passed is pushed to `breaches`, the count's before the
+    /// bytes'; a hard one ends the check with `QuotaExceeded`. A limits or
+    /// stats node ZooKeeper could not parse fails the write as ZooKeeper's
+    /// prep stage does with any unexpected exception.
+    pub(crate) fn check_quota(
+        &self,
+        path: &str,
+        bytes_diff: i64,
+        count_diff: i64,
+        breaches: &mut Vec<QuotaBreach>,
+    ) -> Result<(), ErrorCode> {
+        let Some(quota_path) = self.max_quota_prefix(path) else {
+            return Ok(());
+        };
+        let Some(limits) = self.stats_track_at(&limit_path(&quota_path))? else {
+            return Ok(());
+        };
+        let checks = [
+            (QuotaMeasure::Count, "count", "countHardLimit", count_diff),
+            (QuotaMeasure::Bytes, "bytes", "byteHardLimit", bytes_diff),
+        ];
+        let limited = |(_, soft, hard, diff): &(_, &str, &str, i64)| {
+            *diff != 0 && (limits.get(soft) > -1 || limits.get(hard) > -1)
+        };
+        if !checks.iter().any(limited) {
+            return Ok(());
+        }
+        let Some(usage) = self.stats_track_at(&stat_path(&quota_path))? else {
+            return Ok(());
+        };
+        for check in checks.iter().filter(|c| limited(c)) {
+            let (measure, soft, hard, diff) = *check;
+            let hard_limit = limits.get(hard);
+            let is_hard = hard_limit > -1;
+            let limit = if is_hard {
+                hard_limit
+            } else {
+                limits.get(soft)
+            };
+            let new_usage = usage.get(soft).wrapping_add(diff);
+            if new_usage > limit {
+                breaches.push(QuotaBreach {
+                    quota_path: quota_path.clone(),
+                    namespace: top_namespace(path).map(str::to_owned),
+                    measure,
+                    usage: new_usage,
+                    limit,
+                    hard: is_hard,
+                });
+                if is_hard {
+                    return Err(ErrorCode::QuotaExceeded);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `StatsTrack` in the data of the node at `path`: `None` when
+    /// there is no such node (ZooKeeper logs and skips the check), an
+    /// error where ZooKeeper's parse would throw.
+    fn stats_track_at(&self, path: &str) -> Result<Option<StatsTrack>, ErrorCode> {
+        let Some(node) = self.node(path) else {
+            return Ok(None);
+        };
+        let data = node.data.as_deref().ok_or(ErrorCode::MarshallingError)?;
+        StatsTrack::parse(data)
+            .map(Some)
+            .ok_or(ErrorCode::MarshallingError)
+    }
+
+    /// ZooKeeper's `QuotaMetricsUtils.getQuotaLimitOrUsage`: every leaf
+    /// limits or stats node under `/zookeeper/quota` whose data parses,
+    /// summed under the first component of its quota path.
+    pub fn quotas_per_namespace(&self) -> QuotasPerNamespace {
+        let mut out = QuotasPerNamespace::default();
+        for (node_path, node) in self.descendant_entries(QUOTA_ZOOKEEPER) {
+            let node_path: &str = node_path;
+            if !node.children.is_empty() {
+                continue;
+            }
+            let Some(trimmed) = java_substring_from(node_path, QUOTA_ZOOKEEPER.len()) else {
+                continue;
+            };
+            let Some(namespace) = top_namespace(trimmed) else {
+                continue;
+            };
+            let Some(stats) = node.data.as_deref().and_then(StatsTrack::parse) else {
+                continue;
+            };
+            let add = |map: &mut BTreeMap<String, i64>, value: i64| {
+                let sum = map.entry(namespace.to_owned()).or_default();
+                *sum = sum.wrapping_add(value);
+            };
+            let either = |hard: i64, soft: i64| if hard > -1 { hard } else { soft };
+            match path::child_name(node_path) {
+                LIMIT_NODE => {
+                    let count = either(stats.get("countHardLimit"), stats.get("count"));
+                    let bytes = either(stats.get("byteHardLimit"), stats.get("bytes"));
+                    add(&mut out.count_limit, count);
+                    add(&mut out.bytes_limit, bytes);
+                }
+                STAT_NODE => {
+                    add(&mut out.count_usage, stats.get("count"));
+                    add(&mut out.bytes_usage, stats.get("bytes"));
+                }
+                _ => {}
+            }
+        }
+        out
     }
 
     /// `DataTree.getCounts`: nodes and data bytes at and below `path`.

@@ -4,21 +4,31 @@
 //! it is deterministic.
 //!
 //! Encoding (big-endian, Jute primitives): format version `i32`,
-//! `time_ms i64`, `session_id i64`, auth ids (Jute vector of `Id`), then
-//! the op: a tag (ZooKeeper's opcode for the same operation) and its
-//! fields. A multi holds a count and its ops; multis do not nest.
+//! `time_ms i64`, `session_id i64`, auth ids (Jute vector of `Id`), from
+//! format 3 a flags `i32`, then the op: a tag (ZooKeeper's opcode for the
+//! same operation) and its fields. A multi holds a count and its ops;
+//! multis do not nest.
 
 use bytes::{Bytes, BytesMut};
 use jute::{Acl, CreateMode, DecodeError, ErrorCode, Id, Reader, Record, WriteExt};
 
 /// Version of the encoding below; bump it with any change. Format 2 added
-/// null data (length -1), which format 1 never holds. An entry with null
-/// data is written as format 2, any other as format 1: a server that reads
-/// only format 1 (the release before) still follows a rolling upgrade, and
-/// refuses an entry with null data rather than misread null as empty.
-const TXN_FORMAT: i32 = 2;
+/// null data (length -1), which format 1 never holds; format 3 added the
+/// flags word. Each entry is written in the oldest format that can hold
+/// it, so a server of the release before still follows a rolling upgrade
+/// until the new feature is used, and refuses an entry it cannot read
+/// rather than misread it.
+const TXN_FORMAT: i32 = 3;
+const TXN_FORMAT_WITH_NULL_DATA: i32 = 2;
 const TXN_FORMAT_WITHOUT_NULL_DATA: i32 = 1;
 const TXN_FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=TXN_FORMAT;
+
+/// Bits of the flags word (format 3).
+mod flag {
+    /// [`super::Txn::enforce_quota`].
+    pub const ENFORCE_QUOTA: i32 = 1;
+    pub const KNOWN: i32 = ENFORCE_QUOTA;
+}
 
 /// Op tags, reusing ZooKeeper's opcodes (`ZooDefs.OpCode`).
 mod tag {
@@ -47,6 +57,11 @@ pub struct Txn {
     /// The client's authenticated ids (`ip:<addr>`, `digest:<user:hash>`,
     /// `super:`): ACL checks and `auth`-scheme ACL expansion use these.
     pub auth: Vec<Id>,
+    /// The proposing server's `zookeeper.enforceQuota`: a create or
+    /// setData past a hard quota limit fails with `QuotaExceeded`. In
+    /// ZooKeeper the leader's setting decides; here the proposer's does,
+    /// and travels with the entry so every replica decides alike.
+    pub enforce_quota: bool,
     pub op: TxnOp,
 }
 
@@ -121,16 +136,27 @@ impl TxnOp {
 
 impl Txn {
     pub fn encode(&self, buf: &mut BytesMut) {
-        buf.write_i32(if self.op.has_null_data() {
+        let flags = if self.enforce_quota {
+            flag::ENFORCE_QUOTA
+        } else {
+            0
+        };
+        let format = if flags != 0 {
             TXN_FORMAT
+        } else if self.op.has_null_data() {
+            TXN_FORMAT_WITH_NULL_DATA
         } else {
             TXN_FORMAT_WITHOUT_NULL_DATA
-        });
+        };
+        buf.write_i32(format);
         buf.write_i64(self.time_ms);
         buf.write_i64(self.session_id);
         buf.write_i32(jute::jute_len(self.auth.len()));
         for id in &self.auth {
             id.encode(buf);
+        }
+        if format >= TXN_FORMAT {
+            buf.write_i32(flags);
         }
         encode_op(&self.op, buf);
     }
@@ -150,6 +176,17 @@ impl Txn {
         let session_id = r.read_i64()?;
         // An Id is at least two 4-byte string lengths.
         let auth = r.read_vec(8, Id::decode)?;
+        let flags = if format >= TXN_FORMAT {
+            r.read_i32()?
+        } else {
+            0
+        };
+        if flags & !flag::KNOWN != 0 {
+            return Err(DecodeError::InvalidValue {
+                field: "txn flags",
+                value: i64::from(flags),
+            });
+        }
         let op = decode_op(&mut r, true)?;
         if !r.is_empty() {
             return Err(DecodeError::InvalidValue {
@@ -161,6 +198,7 @@ impl Txn {
             time_ms,
             session_id,
             auth,
+            enforce_quota: flags & flag::ENFORCE_QUOTA != 0,
             op,
         })
     }
@@ -385,12 +423,14 @@ mod tests {
             any::<i64>(),
             any::<i64>(),
             proptest::collection::vec(arb_id(), 0..3),
+            any::<bool>(),
             arb_op(),
         )
-            .prop_map(|(time_ms, session_id, auth, op)| Txn {
+            .prop_map(|(time_ms, session_id, auth, enforce_quota, op)| Txn {
                 time_ms,
                 session_id,
                 auth,
+                enforce_quota,
                 op,
             })
     }
@@ -415,11 +455,12 @@ mod tests {
     }
 
     #[test]
-    fn only_entries_with_null_data_are_format_2() {
-        let set = |data| Txn {
+    fn each_entry_is_written_in_the_oldest_format_that_holds_it() {
+        let set = |data, enforce_quota| Txn {
             time_ms: 1,
             session_id: 2,
             auth: vec![],
+            enforce_quota,
             op: TxnOp::Multi(vec![TxnOp::SetData {
                 path: "/a".into(),
                 data,
@@ -431,8 +472,27 @@ mod tests {
             txn.encode(&mut buf);
             i32::from_be_bytes(buf[..4].try_into().unwrap())
         };
-        assert_eq!(format(&set(None)), 2);
-        assert_eq!(format(&set(Some(Bytes::new()))), 1);
+        assert_eq!(format(&set(None, false)), 2);
+        assert_eq!(format(&set(Some(Bytes::new()), false)), 1);
+        assert_eq!(format(&set(Some(Bytes::new()), true)), 3);
+        assert_eq!(format(&set(None, true)), 3);
+    }
+
+    #[test]
+    fn unknown_flags_are_refused() {
+        let txn = Txn {
+            time_ms: 1,
+            session_id: 2,
+            auth: vec![],
+            enforce_quota: true,
+            op: TxnOp::CloseSession,
+        };
+        let mut buf = BytesMut::new();
+        txn.encode(&mut buf);
+        // format, time, session, auth count, then the flags word.
+        let flags_at = 4 + 8 + 8 + 4;
+        buf[flags_at..flags_at + 4].copy_from_slice(&3i32.to_be_bytes());
+        assert!(Txn::decode(buf.freeze()).is_err());
     }
 
     #[test]
@@ -441,6 +501,7 @@ mod tests {
             time_ms: 1,
             session_id: 2,
             auth: vec![],
+            enforce_quota: false,
             op: TxnOp::SetData {
                 path: "/a".into(),
                 data: Some(Bytes::from_static(b"x")),
@@ -459,6 +520,7 @@ mod tests {
             time_ms: 1,
             session_id: 2,
             auth: vec![],
+            enforce_quota: false,
             op: TxnOp::Multi(vec![TxnOp::Multi(vec![])]),
         };
         let mut buf = BytesMut::new();
@@ -469,6 +531,7 @@ mod tests {
             time_ms: 1,
             session_id: 2,
             auth: vec![],
+            enforce_quota: false,
             op: TxnOp::CloseSession,
         };
         let mut buf = BytesMut::new();

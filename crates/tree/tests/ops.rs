@@ -98,6 +98,7 @@ fn a_znode_keeps_its_data_not_the_entry_it_came_in() {
             time_ms: T0,
             session_id: SESSION,
             auth: vec![],
+            enforce_quota: false,
             op,
         };
         let mut encoded = BytesMut::new();
@@ -860,6 +861,205 @@ fn quota_stats_follow_the_subtree() {
     assert_eq!(read(&h), "count=2,bytes=2");
 }
 
+/// `/app` with two znodes (5 bytes) under a quota whose limits node
+/// holds `limits`, quotas enforced.
+fn quota_harness(limits: &str) -> Harness {
+    let mut h = Harness::new();
+    h.mk("/app", "12");
+    h.mk("/app/a", "345");
+    h.mk("/zookeeper/quota/app", "");
+    h.mk("/zookeeper/quota/app/zookeeper_limits", limits);
+    h.mk("/zookeeper/quota/app/zookeeper_stats", "");
+    h.enforce_quota = true;
+    h
+}
+
+#[test]
+fn a_hard_count_limit_refuses_the_create_that_passes_it() {
+    // ZooKeeperServer.checkQuota: usage + diff > hard limit throws
+    let mut h = quota_harness("count=-1,bytes=-1=;countHardLimit=3");
+    let fits = h.apply(create("/app/b", "", CreateMode::Persistent));
+    assert!(matches!(fits.outcome, Outcome::Created { .. }));
+    assert!(fits.quota_breaches.is_empty());
+    let over = h.apply(create("/app/c", "", CreateMode::Persistent));
+    assert_eq!(over.outcome, Outcome::Failed(ErrorCode::QuotaExceeded));
+    assert_eq!(
+        over.quota_breaches
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec!["Quota exceeded: /app [current count=4, hardCountLimit=3]"]
+    );
+    assert_eq!(over.quota_breaches[0].namespace.as_deref(), Some("app"));
+    assert!(h.tree.exists("/app/c").is_none());
+    // A setData changes no count; a delete is never checked.
+    assert!(matches!(
+        h.apply(set_data("/app/b", "more", -1)).outcome,
+        Outcome::SetData { .. }
+    ));
+    assert_eq!(h.apply(delete("/app/b", -1)).outcome, Outcome::Deleted);
+    assert!(matches!(
+        h.apply(create("/app/c", "", CreateMode::Persistent))
+            .outcome,
+        Outcome::Created { .. }
+    ));
+    // Without enforcement the limit is bookkeeping only.
+    h.enforce_quota = false;
+    let unchecked = h.apply(create("/app/d", "", CreateMode::Persistent));
+    assert!(matches!(unchecked.outcome, Outcome::Created { .. }));
+    assert!(unchecked.quota_breaches.is_empty());
+}
+
+#[test]
+fn a_hard_byte_limit_weighs_the_data_a_set_data_replaces() {
+    let mut h = quota_harness("count=-1,bytes=-1=;byteHardLimit=8");
+    // 5 bytes used; "345" (3) replaced by 6 bytes: 8, at the limit.
+    assert!(matches!(
+        h.apply(set_data("/app/a", "abcdef", -1)).outcome,
+        Outcome::SetData { .. }
+    ));
+    let over = h.apply(set_data("/app/a", "abcdefg", -1));
+    assert_eq!(over.outcome, Outcome::Failed(ErrorCode::QuotaExceeded));
+    assert_eq!(
+        over.quota_breaches[0].to_string(),
+        "Quota exceeded: /app [current bytes=9, hardByteLimit=8]"
+    );
+    // The quota is checked before the version, as in ZooKeeper.
+    assert_eq!(
+        h.err(set_data("/app/a", "abcdefg", 99)),
+        ErrorCode::QuotaExceeded
+    );
+    assert_eq!(h.err(set_data("/app/a", "abc", 99)), ErrorCode::BadVersion);
+    // Shrinking always fits; null data weighs nothing.
+    let set_null = TxnOp::SetData {
+        path: "/app/a".into(),
+        data: None,
+        version: -1,
+    };
+    assert!(matches!(h.apply(set_null).outcome, Outcome::SetData { .. }));
+    let create_null = TxnOp::Create {
+        path: "/app/n".into(),
+        data: None,
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+        ttl_ms: -1,
+    };
+    assert!(matches!(
+        h.apply(create_null).outcome,
+        Outcome::Created { .. }
+    ));
+}
+
+#[test]
+fn a_soft_limit_is_reported_and_the_write_goes_on() {
+    let mut h = quota_harness("count=2,bytes=4");
+    let out = h.apply(create("/app/b", "xy", CreateMode::Persistent));
+    assert!(matches!(out.outcome, Outcome::Created { .. }));
+    let said: Vec<String> = out.quota_breaches.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        said,
+        vec![
+            "Quota exceeded: /app [current count=3, softCountLimit=2]",
+            "Quota exceeded: /app [current bytes=7, softByteLimit=4]",
+        ]
+    );
+    // The hard limit wins over the soft one when both are set.
+    let mut h = quota_harness("count=2,bytes=-1=;countHardLimit=5");
+    let out = h.apply(create("/app/b", "", CreateMode::Persistent));
+    assert!(matches!(out.outcome, Outcome::Created { .. }));
+    assert!(out.quota_breaches.is_empty());
+}
+
+#[test]
+fn the_deepest_quota_decides() {
+    let mut h = quota_harness("count=-1,bytes=-1=;countHardLimit=100");
+    h.mk("/app/deep", "");
+    h.mk("/zookeeper/quota/app/deep", "");
+    h.mk(
+        "/zookeeper/quota/app/deep/zookeeper_limits",
+        "count=-1,bytes=-1=;countHardLimit=1",
+    );
+    h.mk("/zookeeper/quota/app/deep/zookeeper_stats", "");
+    assert_eq!(
+        h.err(create("/app/deep/x", "", CreateMode::Persistent)),
+        ErrorCode::QuotaExceeded
+    );
+    assert!(matches!(
+        h.apply(create("/app/x", "", CreateMode::Persistent))
+            .outcome,
+        Outcome::Created { .. }
+    ));
+    // A sequential create is checked under its final name.
+    assert_eq!(
+        h.err(create("/app/deep/s-", "", CreateMode::PersistentSequential)),
+        ErrorCode::QuotaExceeded
+    );
+}
+
+#[test]
+fn a_quota_hit_in_a_multi_applies_nothing_and_is_judged_on_the_tree_before_it() {
+    let mut h = quota_harness("count=-1,bytes=-1=;countHardLimit=3");
+    let out = h.apply(TxnOp::Multi(vec![
+        set_data("/app", "changed", -1),
+        create("/app/b", "", CreateMode::Persistent),
+        create("/app/c", "", CreateMode::Persistent),
+        create("/app/b/d", "", CreateMode::Persistent),
+    ]));
+    // ZooKeeper's prep stage reads limits and usage from the committed
+    // tree: each create alone fits (2 + 1 <= 3), so the multi does too.
+    assert!(matches!(&out.outcome, Outcome::Multi(r) if r.iter().all(Result::is_ok)));
+    assert_eq!(h.stat("/app").num_children, 3);
+
+    let mut h = quota_harness("count=-1,bytes=-1=;countHardLimit=2");
+    let out = h.apply(TxnOp::Multi(vec![
+        set_data("/app", "changed", -1),
+        create("/app/b", "", CreateMode::Persistent),
+    ]));
+    assert_eq!(out.outcome.multi_error(), Some(ErrorCode::QuotaExceeded));
+    assert!(out.triggers.is_empty());
+    assert_eq!(out.quota_breaches.len(), 1);
+    assert_eq!(h.tree.get_data("/app", &[]).unwrap().0.unwrap(), "12");
+    assert!(h.tree.exists("/app/b").is_none());
+}
+
+#[test]
+fn quotas_are_summed_per_namespace_as_zookeeper_s_metrics_do() {
+    // QuotaMetricsUtils: leaves under /zookeeper/quota, hard limit first
+    let mut h = quota_harness("count=-1,bytes=-1=;countHardLimit=3");
+    h.mk("/app/deep", "");
+    h.mk("/zookeeper/quota/app/deep", "");
+    h.mk(
+        "/zookeeper/quota/app/deep/zookeeper_limits",
+        "count=7,bytes=100",
+    );
+    h.mk("/zookeeper/quota/app/deep/zookeeper_stats", "");
+    h.mk("/other", "");
+    let q = h.tree.quotas_per_namespace();
+    let app = |m: &std::collections::BTreeMap<String, i64>| m.get("app").copied();
+    assert_eq!(app(&q.count_limit), Some(3 + 7));
+    assert_eq!(app(&q.bytes_limit), Some(-1 + 100));
+    // /app counts itself, /app/a and /app/deep; /app/deep itself.
+    assert_eq!(app(&q.count_usage), Some(3 + 1));
+    assert_eq!(app(&q.bytes_usage), Some(5));
+    assert_eq!(q.count_limit.len(), 1);
+}
+
+#[test]
+fn a_limits_node_zookeeper_cannot_parse_fails_the_write() {
+    // new StatsTrack(data) throws; the prep stage answers MarshallingError
+    let mut h = quota_harness("count=x");
+    assert_eq!(
+        h.err(create("/app/b", "", CreateMode::Persistent)),
+        ErrorCode::MarshallingError
+    );
+    h.enforce_quota = false;
+    assert!(matches!(
+        h.apply(create("/app/b", "", CreateMode::Persistent))
+            .outcome,
+        Outcome::Created { .. }
+    ));
+}
+
 #[test]
 fn triggers_carry_the_acl_zookeeper_filters_events_with() {
     // DataTree.createNode/deleteNode/setData pass the node's or the
@@ -920,6 +1120,7 @@ fn znodes_touched_at_most_counts_multi_ops_closing_ephemerals_and_quota_recounts
         time_ms: T0,
         session_id: SESSION,
         auth: vec![],
+        enforce_quota: false,
         op,
     };
     let multi = TxnOp::Multi(vec![

@@ -80,6 +80,7 @@ fn a_loaded_tree_applies_like_the_original() {
         zxid: a.zxid,
         time_ms: a.time_ms,
         auth: a.auth.clone(),
+        enforce_quota: false,
     };
     for h in [&mut a, &mut b] {
         h.mk("/app/more", "zz");

@@ -16,6 +16,8 @@ pub struct Harness {
     /// The time stamped on the last applied Txn.
     pub time_ms: i64,
     pub auth: Vec<Id>,
+    /// Stamped on every Txn, as the server's `enforceQuota`.
+    pub enforce_quota: bool,
 }
 
 impl Harness {
@@ -26,6 +28,7 @@ impl Harness {
             zxid: 0,
             time_ms: T0,
             auth: vec![Id::new("ip", "127.0.0.1")],
+            enforce_quota: false,
         };
         h.session(SESSION);
         h
@@ -59,6 +62,7 @@ impl Harness {
             time_ms: self.time_ms,
             session_id,
             auth,
+            enforce_quota: self.enforce_quota,
             op,
         };
         self.tree.apply(self.zxid, &txn)
