@@ -19,6 +19,8 @@
 //! - `multi`: `multi` / `multiRead` requests and their responses.
 //! - `request`: [`Request`], a request body decoded by opcode.
 //! - `frame`: length-prefixed frames, four-letter words, reply framing.
+//! - `stats_track`: the text of quota nodes, which clients and servers
+//!   both read and write.
 //!
 //! This crate does no I/O and imports nothing else of Paddock's.
 
@@ -31,6 +33,7 @@ mod request;
 mod requests;
 mod responses;
 mod session;
+mod stats_track;
 mod types;
 
 #[cfg(test)]
@@ -61,6 +64,7 @@ pub use responses::{
     SetSASLResponse, StatResponse, SyncResponse, WhoAmIResponse,
 };
 pub use session::{ConnectRequest, ConnectResponse, ReplyHeader, RequestHeader, WatcherEvent};
+pub use stats_track::{key as quota_key, StatsTrack};
 pub use types::{
     perms, Acl, AddWatchMode, ClientInfo, CreateMode, EventType, Id, KeeperState, Stat, WatcherType,
 };

@@ -24,8 +24,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use bytes::Bytes;
-use jute::ErrorCode;
+use jute::{quota_key as key, ErrorCode, StatsTrack};
 
 use crate::path::{self, QUOTA_ZOOKEEPER};
 use crate::DataTree;
@@ -182,8 +181,8 @@ impl DataTree {
         let Some(mut stats) = StatsTrack::parse(node.data.as_deref().unwrap_or_default()) else {
             return;
         };
-        stats.add("count", count_diff);
-        stats.add("bytes", bytes_diff);
+        stats.add(key::COUNT, count_diff);
+        stats.add(key::BYTES, bytes_diff);
         self.overwrite_data(&stat_node, stats.to_bytes());
     }
 
@@ -191,8 +190,8 @@ impl DataTree {
     fn update_quota_for_path(&mut self, quota_path: &str) {
         let (count, bytes) = self.subtree_usage(quota_path);
         let mut stats = StatsTrack::default();
-        stats.set("count", count);
-        stats.set("bytes", bytes);
+        stats.set(key::COUNT, count);
+        stats.set(key::BYTES, bytes);
         self.overwrite_data(&stat_path(quota_path), stats.to_bytes());
     }
 
@@ -233,8 +232,18 @@ impl DataTree {
             return Ok(());
         };
         let checks = [
-            (QuotaMeasure::Count, "count", "countHardLimit", count_diff),
-            (QuotaMeasure::Bytes, "bytes", "byteHardLimit", bytes_diff),
+            (
+                QuotaMeasure::Count,
+                key::COUNT,
+                key::COUNT_HARD_LIMIT,
+                count_diff,
+            ),
+            (
+                QuotaMeasure::Bytes,
+                key::BYTES,
+                key::BYTE_HARD_LIMIT,
+                bytes_diff,
+            ),
         ];
         let limited = |(_, soft, hard, diff): &(_, &str, &str, i64)| {
             *diff != 0 && (limits.get(soft) > -1 || limits.get(hard) > -1)
@@ -311,14 +320,14 @@ impl DataTree {
             let either = |hard: i64, soft: i64| if hard > -1 { hard } else { soft };
             match path::child_name(node_path) {
                 LIMIT_NODE => {
-                    let count = either(stats.get("countHardLimit"), stats.get("count"));
-                    let bytes = either(stats.get("byteHardLimit"), stats.get("bytes"));
+                    let count = either(stats.get(key::COUNT_HARD_LIMIT), stats.get(key::COUNT));
+                    let bytes = either(stats.get(key::BYTE_HARD_LIMIT), stats.get(key::BYTES));
                     add(&mut out.count_limit, count);
                     add(&mut out.bytes_limit, bytes);
                 }
                 STAT_NODE => {
-                    add(&mut out.count_usage, stats.get("count"));
-                    add(&mut out.bytes_usage, stats.get("bytes"));
+                    add(&mut out.count_usage, stats.get(key::COUNT));
+                    add(&mut out.bytes_usage, stats.get(key::BYTES));
                 }
                 _ => {}
             }
@@ -377,144 +386,12 @@ impl DataTree {
     }
 }
 
-/// ZooKeeper's `StatsTrack`: `key=value` pairs separated by `,` or `;`.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct StatsTrack {
-    /// Sorted, which is also the order `toString` writes extra keys in.
-    stats: BTreeMap<String, i64>,
-}
-
-impl StatsTrack {
-    /// `new StatsTrack(byte[])`; `None` where Java would throw.
-    fn parse(data: &[u8]) -> Option<Self> {
-        let text = String::from_utf8_lossy(data);
-        let mut stats = BTreeMap::new();
-        for pair in java_regex_split(&text) {
-            let kv = java_split_drop_trailing(pair, '=');
-            let value = kv.get(1)?;
-            let value = if value.is_empty() {
-                -1
-            } else {
-                java_parse_long(value)?
-            };
-            stats.insert(kv[0].to_owned(), value);
-        }
-        Some(Self { stats })
-    }
-
-    fn get(&self, key: &str) -> i64 {
-        self.stats.get(key).copied().unwrap_or(-1)
-    }
-
-    fn set(&mut self, key: &str, value: i64) {
-        self.stats.insert(key.to_owned(), value);
-    }
-
-    fn add(&mut self, key: &str, diff: i64) {
-        let value = self.get(key).wrapping_add(diff);
-        self.set(key, value);
-    }
-
-    /// `StatsTrack.toString`: count and bytes first; other keys after an
-    /// extra `=` (which old parsers ignore), sorted, `;`-separated.
-    fn to_bytes(&self) -> Bytes {
-        let mut out = format!("count={},bytes={}", self.get("count"), self.get("bytes"));
-        let extra: Vec<_> = self
-            .stats
-            .iter()
-            .filter(|(k, _)| *k != "count" && *k != "bytes")
-            .collect();
-        if !extra.is_empty() {
-            out.push('=');
-            for (k, v) in extra {
-                out.push_str(&format!(";{k}={v}"));
-            }
-        }
-        Bytes::from(out)
-    }
-}
-
-/// `Pattern.compile("[,;]+").split(s)`: a leading separator yields a
-/// leading empty string, trailing empty strings are dropped.
-fn java_regex_split(s: &str) -> Vec<&str> {
-    if s.is_empty() {
-        return Vec::new(); // StatsTrack returns before splitting
-    }
-    let mut parts: Vec<&str> = s.split([',', ';']).collect();
-    // Runs of separators are one match: drop the empties between them,
-    // keeping a leading one.
-    let mut merged = Vec::with_capacity(parts.len());
-    for (i, p) in parts.drain(..).enumerate() {
-        if i == 0 || !p.is_empty() {
-            merged.push(p);
-        }
-    }
-    while merged.last().is_some_and(|p| p.is_empty()) {
-        merged.pop();
-    }
-    merged
-}
-
-/// `s.split(String.valueOf(sep))`: no separator gives `[s]`; otherwise
-/// trailing empty strings are dropped.
-fn java_split_drop_trailing(s: &str, sep: char) -> Vec<&str> {
-    if !s.contains(sep) {
-        return vec![s];
-    }
-    let mut parts: Vec<&str> = s.split(sep).collect();
-    while parts.last().is_some_and(|p| p.is_empty()) {
-        parts.pop();
-    }
-    parts
-}
-
-/// `Long.parseLong` for ASCII digits with an optional sign.
-fn java_parse_long(s: &str) -> Option<i64> {
-    let digits = s.strip_prefix(['+', '-']).unwrap_or(s);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.strip_prefix('+').unwrap_or(s).parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn stats_track_round_trip() {
-        // StatsTrack(String), toString
-        let s = StatsTrack::parse(b"count=3,bytes=10").unwrap();
-        assert_eq!(s.get("count"), 3);
-        assert_eq!(&s.to_bytes()[..], b"count=3,bytes=10");
-        let s = StatsTrack::parse(b"count=-1,bytes=-1=;byteHardLimit=5;countHardLimit=2").unwrap();
-        assert_eq!(s.get("byteHardLimit"), 5);
-        assert_eq!(
-            &s.to_bytes()[..],
-            b"count=-1,bytes=-1=;byteHardLimit=5;countHardLimit=2"
-        );
-        assert_eq!(StatsTrack::parse(b"count=").map(|s| s.get("count")), None);
-        assert_eq!(
-            StatsTrack::parse(b"count==7").map(|s| s.get("count")),
-            Some(-1)
-        );
-        assert!(StatsTrack::parse(b",count=1").is_none());
-        assert_eq!(StatsTrack::parse(b""), Some(StatsTrack::default()));
-        assert_eq!(StatsTrack::parse(b",,;"), Some(StatsTrack::default()));
-        assert!(StatsTrack::parse(b"count=x").is_none());
-        assert_eq!(&StatsTrack::default().to_bytes()[..], b"count=-1,bytes=-1");
-    }
-
-    #[test]
-    fn java_helpers() {
-        assert_eq!(java_regex_split("a,,b;"), vec!["a", "b"]);
-        assert_eq!(java_regex_split(",a"), vec!["", "a"]);
-        assert_eq!(java_split_drop_trailing("a=", '='), vec!["a"]);
-        assert_eq!(java_split_drop_trailing("=", '='), Vec::<&str>::new());
-        assert_eq!(java_split_drop_trailing("=5", '='), vec!["", "5"]);
-        assert_eq!(java_parse_long("+5"), Some(5));
-        assert_eq!(java_parse_long("-5"), Some(-5));
-        assert_eq!(java_parse_long("5 "), None);
+    fn java_substrings_and_components() {
         assert_eq!(java_substring_from("/zookeeper/quota/a", 16), Some("/a"));
         assert_eq!(java_substring_from("/zookeeper/quota", 16), Some(""));
         assert_eq!(java_substring_from("/zookeeper/x", 16), None);
