@@ -9,6 +9,7 @@ import urllib.parse
 import urllib.request
 
 import pytest
+from kazoo.exceptions import QuotaExceededError
 
 from ensemble import Ensemble, wait_for
 from zkharness import HOST, KIND, PROMETHEUS_PROVIDER, free_port
@@ -38,9 +39,9 @@ def scrape(port):
     return content_type, families, samples
 
 
-def metrics_server(server_factory, kind=KIND):
+def metrics_server(server_factory, kind=KIND, extra=None):
     port = free_port()
-    server = server_factory(metrics_config(port), kind=kind)
+    server = server_factory({**metrics_config(port), **(extra or {})}, kind=kind)
     server.metrics_port = port
     return server
 
@@ -83,11 +84,42 @@ def test_the_page_has_zookeeper_s_families_and_follows_the_tree(server_factory,
     assert after["fsynctime_count"] > before["fsynctime_count"]
 
 
+def quota_lines(port):
+    """The samples of ZooKeeper's per-namespace quota families."""
+    url = f"http://{HOST}:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        text = reply.read().decode()
+    return sorted(line for line in text.splitlines() if line.startswith("quota_"))
+
+
+def fill_quotas(server, kazoo_factory):
+    """Two quotas in one namespace and one in another, as zkCli writes
+    them, and one create refused by a hard limit."""
+    zk = kazoo_factory(server)
+    limits = {"/ns1/a": b"count=10,bytes=-1=;byteHardLimit=-1;countHardLimit=-1",
+              "/ns1/b": b"count=-1,bytes=-1=;byteHardLimit=100;countHardLimit=1",
+              "/ns2": b"count=-1,bytes=50=;byteHardLimit=-1;countHardLimit=-1"}
+    for path, data in limits.items():
+        zk.ensure_path(path)
+        zk.create(f"/zookeeper/quota{path}/zookeeper_limits", data, makepath=True)
+        zk.create(f"/zookeeper/quota{path}/zookeeper_stats", b"count=0,bytes=0")
+    zk.create("/ns1/a/x", b"12345")
+    with pytest.raises(QuotaExceededError):
+        zk.create("/ns1/b/x", b"")
+
+
 @pytest.mark.paddock_only("compares Paddock's page with a ZooKeeper started beside it")
 def test_every_zookeeper_name_paddock_exports_is_zookeeper_s_with_its_type(
-        server_factory):
-    paddock = metrics_server(server_factory)
-    zookeeper = metrics_server(server_factory, kind="zookeeper")
+        server_factory, kazoo_factory):
+    enforce = {"zookeeper.enforceQuota": "true"}
+    paddock = metrics_server(server_factory, extra=enforce)
+    zookeeper = metrics_server(server_factory, kind="zookeeper", extra=enforce)
+    for server in (paddock, zookeeper):
+        fill_quotas(server, kazoo_factory)
+    ours_quota, theirs_quota = quota_lines(paddock.metrics_port), quota_lines(
+        zookeeper.metrics_port)
+    assert len(ours_quota) == 9
+    assert ours_quota == theirs_quota
     _, ours, _ = scrape(paddock.metrics_port)
     _, theirs, _ = scrape(zookeeper.metrics_port)
     shared = {name: kind for name, kind in ours.items() if not name.startswith("paddock_")}

@@ -274,6 +274,9 @@ SAME_AS_ZKCLI = [
     "create -t abc @/q", "create -t 10 -e @/q",
     "setAcl @/ro world:anyone:cdrwa", "setAcl @/nope world:anyone:r", "setAcl @/a",
     "removewatches @", "addWatch -m foo @",
+    "listquota @/a", "listquota @/nope", "delquota @/a", "delquota -n @/a",
+    "setquota @/a", "setquota -n 0 @/a", "setquota -b -1 @/a", "setquota -n x @/a",
+    "setquota -n 1 -b 2 @/a", "setquota -n 5 @/nope", "setquota -N 5 /zookeeper/quota/x",
     "ls //x", "get @/a/../b",
 ]
 

@@ -44,7 +44,8 @@ ZK_CLI = "/usr/share/zookeeper/bin/zkCli.sh"
 JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
                      "znode.container.maxPerMinute",
                      "znode.container.maxNeverUsedIntervalMs",
-                     "zookeeper.snapCount", "zookeeper.snapshot.compression.method")
+                     "zookeeper.snapCount", "zookeeper.snapshot.compression.method",
+                     "zookeeper.enforceQuota")
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -34,6 +34,7 @@
 //!   results ([`OpResult`], [`ReadResult`]).
 //! - `options`: [`ConnectOptions`] and the connect string.
 //! - `path`: path validation and the chroot.
+//! - `quota`: `setquota`, `listquota` and `delquota` as zkCli does them.
 //! - `error`: [`Error`], one variant per ZooKeeper result code plus the
 //!   client's own.
 //! - `recipes`: coordination recipes on the client (locks, semaphore,
@@ -79,6 +80,7 @@ mod error;
 mod ops;
 mod options;
 mod path;
+mod quota;
 mod reader;
 pub mod recipes;
 mod session;
@@ -90,11 +92,12 @@ pub use data::IntoData;
 pub use error::Error;
 pub use ops::{CreateOptions, Op, OpResult, ReadResult, Transaction, MAX_TTL};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_PORT};
+pub use quota::{check_quota_target, quota_path, Quota, QuotaLimits, QUOTA_ROOT};
 pub use state::{SessionState, StateStream};
 pub use watch::{Watch, WatchStream, WatchedEvent};
 
 pub use bytes::Bytes;
 pub use jute::{
     perms, Acl, AddWatchMode, ClientInfo, CreateMode, ErrorCode, EventType, Id, KeeperState,
-    ReadOp, Stat, WatcherType,
+    ReadOp, Stat, StatsTrack, WatcherType,
 };

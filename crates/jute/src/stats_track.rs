@@ -5,6 +5,7 @@
 //! node Java cannot parse fails a write on a quota-enforcing server.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
 use bytes::Bytes;
 
@@ -56,23 +57,30 @@ impl StatsTrack {
         self.set(key, value);
     }
 
+    /// The text ZooKeeper stores (see the `Display` impl).
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(self.to_string())
+    }
+}
+
+impl fmt::Display for StatsTrack {
     /// `StatsTrack.toString`: count and bytes first; other keys after an
     /// extra `=` (which old parsers ignore), sorted, `;`-separated.
-    pub fn to_bytes(&self) -> Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (count, bytes) = (self.get(key::COUNT), self.get(key::BYTES));
-        let mut out = format!("{}={count},{}={bytes}", key::COUNT, key::BYTES);
-        let extra: Vec<_> = self
+        write!(f, "{}={count},{}={bytes}", key::COUNT, key::BYTES)?;
+        let mut extra = self
             .stats
             .iter()
             .filter(|(k, _)| *k != key::COUNT && *k != key::BYTES)
-            .collect();
-        if !extra.is_empty() {
-            out.push('=');
-            for (k, v) in extra {
-                out.push_str(&format!(";{k}={v}"));
-            }
+            .peekable();
+        if extra.peek().is_some() {
+            f.write_str("=")?;
         }
-        Bytes::from(out)
+        for (k, v) in extra {
+            write!(f, ";{k}={v}")?;
+        }
+        Ok(())
     }
 }
 

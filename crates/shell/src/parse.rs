@@ -10,9 +10,9 @@
 //! command's name is the first argument, as in zkCli, so `args[1]` is the
 //! path everywhere below.
 
-use client::{AddWatchMode, CreateMode, WatcherType, MAX_TTL};
+use client::{AddWatchMode, CreateMode, QuotaLimits, WatcherType, MAX_TTL};
 
-/// Every command with its usage as zkCli prints it (3.8, less the quota,
+/// Every command with its usage as zkCli prints it (3.8, less the
 /// reconfig, config and version commands Paddock has no use for), plus
 /// `help` and `exit`. Sorted, because `help` lists them in this order.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -26,6 +26,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
     ("deleteall", "path [-b batch size]"),
+    ("delquota", "[-n|-b|-N|-B] path"),
     ("exit", ""),
     ("get", "[-s] [-w] path"),
     ("getAcl", "[-s] path"),
@@ -33,6 +34,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("getEphemerals", "path"),
     ("help", ""),
     ("history", ""),
+    ("listquota", "path"),
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
@@ -40,6 +42,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("removewatches", "path [-c|-d|-a] [-l]"),
     ("set", "[-s] [-v version] path data"),
     ("setAcl", "[-s] [-v version] [-R] path acl"),
+    ("setquota", "-n|-b|-N|-B val path"),
     ("stat", "[-w] path"),
     ("sync", "path"),
     ("whoami", ""),
@@ -100,6 +103,15 @@ impl CliError {
         Self {
             message: message.into(),
             code: 1,
+        }
+    }
+
+    /// A refusal zkCli prints on stderr while its command still
+    /// "succeeds": exit code 0, which scripts written for zkCli expect.
+    pub fn printed(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            code: 0,
         }
     }
 
@@ -190,6 +202,19 @@ pub enum Command {
     },
     GetAllChildrenNumber {
         path: String,
+    },
+    /// One limit to set, as zkCli takes one per command.
+    SetQuota {
+        path: String,
+        limits: QuotaLimits,
+    },
+    ListQuota {
+        path: String,
+    },
+    /// `None`: remove the whole quota; else the limit named.
+    DelQuota {
+        path: String,
+        limits: Option<QuotaLimits>,
     },
     WhoAmI,
     Close,
@@ -556,6 +581,46 @@ pub fn parse(words: &[String]) -> Result<Parsed, CliError> {
             at_least(&o, 2)?;
             Command::GetAllChildrenNumber { path: o.path(1) }
         }
+        "setquota" => {
+            let o = options(words, "", "nbNB")?;
+            // commons-cli checks the required option group before zkCli
+            // counts the arguments.
+            let Some((option, value)) = quota_option(&o)? else {
+                return Err(CliError::new(
+                    "Missing required option: [-n num soft quota, -b bytes soft quota, \
+                     -N num hard quota, -B bytes hard quota]",
+                ));
+            };
+            at_least(&o, 2)?;
+            let value = value.unwrap_or_default();
+            let parsed = match option {
+                'n' | 'N' => value.parse::<i32>().map(i64::from).ok(),
+                _ => value.parse::<i64>().ok(),
+            };
+            let Some(value) = parsed else {
+                return Err(CliError::printed(
+                    "NumberFormatException happens when parsing the option value",
+                ));
+            };
+            Command::SetQuota {
+                path: o.path(1),
+                limits: quota_limits(option, value),
+            }
+        }
+        "listquota" => {
+            let o = options(words, "", "")?;
+            at_least(&o, 2)?;
+            Command::ListQuota { path: o.path(1) }
+        }
+        "delquota" => {
+            let o = options(words, "nbNB", "")?;
+            let limit = quota_option(&o)?;
+            at_least(&o, 2)?;
+            Command::DelQuota {
+                path: o.path(1),
+                limits: limit.map(|(option, _)| quota_limits(option, 1)),
+            }
+        }
         // zkCli does not parse these commands' arguments at all.
         "whoami" => Command::WhoAmI,
         "close" => Command::Close,
@@ -582,6 +647,34 @@ pub fn parse(words: &[String]) -> Result<Parsed, CliError> {
         }
     };
     Ok(Parsed { command, warnings })
+}
+
+/// The one quota option given (`-n`, `-b`, `-N` or `-B`, which zkCli
+/// puts in one commons-cli `OptionGroup`), with its value if it has one.
+fn quota_option(o: &Options) -> Result<Option<(char, Option<String>)>, CliError> {
+    let first = o.given.first().cloned();
+    if let Some((first, _)) = &first {
+        if let Some((other, _)) = o.given.iter().find(|(c, _)| c != first) {
+            return Err(CliError::new(format!(
+                "The option '{other}' was specified but an option from this group has already \
+                 been selected: '{first}'"
+            )));
+        }
+    }
+    Ok(first)
+}
+
+/// The limits a quota option names, set to `value`.
+fn quota_limits(option: char, value: i64) -> QuotaLimits {
+    let mut limits = QuotaLimits::default();
+    let slot = match option {
+        'n' => &mut limits.count,
+        'b' => &mut limits.bytes,
+        'N' => &mut limits.count_hard,
+        _ => &mut limits.bytes_hard,
+    };
+    *slot = Some(value);
+    limits
 }
 
 /// `create`, with zkCli's checks of the mode flags, in its order.
@@ -790,6 +883,60 @@ mod tests {
         assert_eq!(
             error("create"),
             "create [-s] [-e] [-c] [-t ttl] path [data] [acl]"
+        );
+    }
+
+    #[test]
+    fn quota_commands_take_one_limit_as_zkcli_does() {
+        let limits = |count_hard| QuotaLimits {
+            count_hard,
+            ..QuotaLimits::default()
+        };
+        assert_eq!(
+            command("setquota -N 5 /a"),
+            Command::SetQuota {
+                path: "/a".into(),
+                limits: limits(Some(5)),
+            }
+        );
+        assert_eq!(
+            command("setquota /a -b 1024"),
+            Command::SetQuota {
+                path: "/a".into(),
+                limits: QuotaLimits {
+                    bytes: Some(1024),
+                    ..QuotaLimits::default()
+                },
+            }
+        );
+        assert_eq!(
+            error("setquota -n 1 -b 2 /a"),
+            "The option 'b' was specified but an option from this group has already been \
+             selected: 'n'"
+        );
+        assert_eq!(
+            error("setquota -n x /a"),
+            "NumberFormatException happens when parsing the option value"
+        );
+        assert!(error("setquota /a").starts_with("Missing required option: [-n num soft quota"));
+        assert_eq!(error("setquota -n 1"), "setquota -n|-b|-N|-B val path");
+        assert_eq!(
+            command("delquota -N /a"),
+            Command::DelQuota {
+                path: "/a".into(),
+                limits: Some(limits(Some(1))),
+            }
+        );
+        assert_eq!(
+            command("delquota /a"),
+            Command::DelQuota {
+                path: "/a".into(),
+                limits: None,
+            }
+        );
+        assert_eq!(
+            command("listquota /a"),
+            Command::ListQuota { path: "/a".into() }
         );
     }
 

@@ -11,7 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use client::{
-    Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op, SessionState, Stat,
+    quota_path, Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op, SessionState,
+    Stat,
 };
 
 use crate::format;
@@ -77,6 +78,14 @@ fn put(w: &mut dyn Write, text: &str) {
 
 fn failed(error: Error) -> CliError {
     CliError::new(format::error(&error))
+}
+
+/// zkCli prints a quota command's refusal as its message alone.
+fn quota_failed(error: Error) -> CliError {
+    match error {
+        Error::InvalidArgument { reason } => CliError::new(reason),
+        other => failed(other),
+    }
 }
 
 /// A path checked before use, with Java's messages.
@@ -547,6 +556,43 @@ impl Shell {
                 checked(&path, false)?;
                 let count = zk.get_all_children_number(&path).await.map_err(failed)?;
                 put(out, &format!("{count}\n"));
+            }
+            Command::SetQuota { path, limits } => {
+                // zkCli prints these refusals and exits 0.
+                let printed = |error| match error {
+                    Error::InvalidArgument { reason } => CliError::printed(reason),
+                    other => failed(other),
+                };
+                client::check_quota_target(&path).map_err(printed)?;
+                limits.validate().map_err(printed)?;
+                checked(&path, false)?;
+                let quota = zk.set_quota(&path, limits).await.map_err(quota_failed)?;
+                for warning in quota.warnings() {
+                    put(out, &format!("{warning}\n"));
+                }
+            }
+            Command::ListQuota { path } => {
+                checked(&path, false)?;
+                put(
+                    err,
+                    &format!("absolute path is {}/zookeeper_limits\n", quota_path(&path)),
+                );
+                match zk.list_quota(&path).await {
+                    Ok(quota) => {
+                        put(out, &format!("Output quota for {path} {}\n", quota.limits));
+                        put(out, &format!("Output stat for {path} {}\n", quota.usage));
+                    }
+                    Err(Error::NoNode { .. }) => {
+                        put(err, &format!("quota for {path} does not exist.\n"));
+                    }
+                    Err(error) => return Err(quota_failed(error)),
+                }
+            }
+            Command::DelQuota { path, limits } => {
+                checked(&path, false)?;
+                if !zk.delete_quota(&path, limits).await.map_err(quota_failed)? {
+                    put(out, &format!("Quota does not exist for {path}\n"));
+                }
             }
             Command::WhoAmI => {
                 let identities = zk.who_am_i().await.map_err(failed)?;

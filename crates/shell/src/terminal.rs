@@ -393,7 +393,10 @@ mod tests {
                 ]
             )
         );
-        assert_eq!(replacements("  del").1, ["delete ", "deleteall "]);
+        assert_eq!(
+            replacements("  del").1,
+            ["delete ", "deleteall ", "delquota "]
+        );
         assert_eq!(replacements("get -s /a/b"), (7, vec!["znode:/a/b".into()]));
         // Not the first word, not a path: nothing.
         assert_eq!(replacements("set /a da").1, Vec::<String>::new());
