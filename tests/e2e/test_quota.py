@@ -41,6 +41,16 @@ def set_quota(tool, server, option, value, path):
     assert rc == 0 and "does not exist" not in err + out, (rc, out, err)
 
 
+def app_under_quota(server_factory, kazoo_factory, tool, option, value, data=b""):
+    """A quota-enforcing server with /app (holding `data`) under the quota
+    `tool` sets: (server, kazoo client)."""
+    server = server_factory(ENFORCE)
+    zk = kazoo_factory(server)
+    zk.create("/app", data)
+    set_quota(tool, server, option, value, "/app")
+    return server, zk
+
+
 def usage_line(tool, server, path):
     """The `Output stat for ...` line of listquota."""
     _, out, _ = tool(server, "listquota", path)
@@ -50,10 +60,7 @@ def usage_line(tool, server, path):
 @needs_zkcli
 def test_a_hard_count_limit_refuses_the_create_that_passes_it(server_factory,
                                                               kazoo_factory):
-    server = server_factory(ENFORCE)
-    zk = kazoo_factory(server)
-    zk.create("/app")
-    set_quota(zkcli, server, "-N", 3, "/app")
+    server, zk = app_under_quota(server_factory, kazoo_factory, zkcli, "-N", 3)
     zk.create("/app/a")
     zk.create("/app/b")
     with pytest.raises(QuotaExceededError):
@@ -72,10 +79,8 @@ def test_a_hard_count_limit_refuses_the_create_that_passes_it(server_factory,
 
 def test_a_hard_byte_limit_weighs_what_a_set_data_replaces(server_factory,
                                                           kazoo_factory):
-    server = server_factory(ENFORCE)
-    zk = kazoo_factory(server)
-    zk.create("/app", b"12345")
-    set_quota(shell, server, "-B", 10, "/app")
+    _, zk = app_under_quota(server_factory, kazoo_factory, shell, "-B", 10,
+                            data=b"12345")
     zk.create("/app/a", b"abc")
     zk.set("/app/a", b"abcde")  # 5 + 5: at the limit
     with pytest.raises(QuotaExceededError):
@@ -91,10 +96,7 @@ def test_a_hard_byte_limit_weighs_what_a_set_data_replaces(server_factory,
 
 
 def test_a_refusal_inside_a_multi_applies_nothing(server_factory, kazoo_factory):
-    server = server_factory(ENFORCE)
-    zk = kazoo_factory(server)
-    zk.create("/app", b"")
-    set_quota(shell, server, "-B", 10, "/app")
+    _, zk = app_under_quota(server_factory, kazoo_factory, shell, "-B", 10)
     tx = zk.transaction()
     tx.create("/app/x", b"")
     tx.set_data("/app", b"0123456789AB")
@@ -107,10 +109,7 @@ def test_a_refusal_inside_a_multi_applies_nothing(server_factory, kazoo_factory)
 
 
 def test_a_soft_limit_is_logged_and_the_write_goes_on(server_factory, kazoo_factory):
-    server = server_factory(ENFORCE)
-    zk = kazoo_factory(server)
-    zk.create("/app")
-    set_quota(shell, server, "-n", 2, "/app")
+    server, zk = app_under_quota(server_factory, kazoo_factory, shell, "-n", 2)
     zk.create("/app/a")
     zk.create("/app/b")
     assert sorted(zk.get_children("/app")) == ["a", "b"]
