@@ -45,7 +45,7 @@ JVM_PROPERTY_KEYS = ("jute.maxbuffer", "znode.container.checkIntervalMs",
                      "znode.container.maxPerMinute",
                      "znode.container.maxNeverUsedIntervalMs",
                      "zookeeper.snapCount", "zookeeper.snapshot.compression.method",
-                     "zookeeper.enforceQuota")
+                     "zookeeper.enforceQuota", "zookeeper.audit.enable")
 
 
 def kill_group(proc: subprocess.Popen) -> None:

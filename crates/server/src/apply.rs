@@ -186,11 +186,28 @@ impl ApplyLoop {
             triggers,
             quota_breaches,
         } = applied;
+        let audited = self.ephemerals_to_audit(txn, &triggers);
         self.fire(&mut published, zxid, triggers);
         drop(published);
+        for path in audited {
+            crate::audit::ephemeral_deleted(&self.shared.server_user, txn.session_id, &path);
+        }
         // Freed after the lock is released: it may hold many old nodes.
         drop(replaced);
         (outcome, quota_breaches)
+    }
+
+    /// The ephemerals a closed session took with it, when the audit log
+    /// wants them: every server logs them, as every ZooKeeper server does.
+    fn ephemerals_to_audit(&self, txn: &Txn, triggers: &[Trigger]) -> Vec<String> {
+        if !self.shared.config.audit_enabled || !matches!(txn.op, TxnOp::CloseSession) {
+            return Vec::new();
+        }
+        triggers
+            .iter()
+            .filter(|t| t.event == jute::EventType::NodeDeleted)
+            .map(|t| t.path.clone())
+            .collect()
     }
 
     /// Keeps liveness tracking in step with the replicated session table.

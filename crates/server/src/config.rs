@@ -46,6 +46,8 @@ pub struct ServerConfig {
     /// `QuotaExceeded`, and log every limit passed
     /// (`zookeeper.enforceQuota`). Off, quotas are bookkeeping only.
     pub enforce_quota: bool,
+    /// ZooKeeper's audit log (`zookeeper.audit.enable`): see `audit`.
+    pub audit_enabled: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
@@ -188,6 +190,7 @@ impl Default for ServerConfig {
             autopurge_snap_retain_count: 3,
             extended_types_enabled: false,
             enforce_quota: false,
+            audit_enabled: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
             super_digest: None,
@@ -297,6 +300,8 @@ impl ServerConfig {
                 }
                 "extendedTypesEnabled" => config.extended_types_enabled = boolean(raw_key, value)?,
                 "enforceQuota" => config.enforce_quota = boolean(raw_key, value)?,
+                "audit.enable" => config.audit_enabled = boolean(raw_key, value)?,
+                "audit.impl.class" => audit_logger(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
                 "DigestAuthenticationProvider.superDigest" => {
@@ -513,6 +518,27 @@ fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
     }
 }
 
+/// ZooKeeper's audit logger classes, both of which write what the audit
+/// log here writes; any other class is refused by name.
+fn audit_logger(key: &str, value: &str) -> Result<(), ConfigError> {
+    const KNOWN: [&str; 2] = [
+        "org.apache.zookeeper.audit.Slf4jAuditLogger",
+        "org.apache.zookeeper.audit.Log4jAuditLogger",
+    ];
+    if KNOWN.contains(&value) {
+        Ok(())
+    } else {
+        Err(invalid(
+            key,
+            value,
+            format!(
+                "Paddock writes the audit log as {} does; remove the key or name that class",
+                KNOWN[0]
+            ),
+        ))
+    }
+}
+
 fn address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
     value
         .parse()
@@ -555,10 +581,12 @@ mod tests {
             "# comment\ntickTime=100\nclientPort = 2999\ndataDir=/tmp/x\n\
              zookeeper.jute.maxbuffer=4096\nDigestAuthenticationProvider.superDigest=super:abc=\n\
              4lw.commands.whitelist=ruok, srvr\nsomething.unknown=1\n\
-             zookeeper.enforceQuota=true\n",
+             zookeeper.enforceQuota=true\naudit.enable=true\n\
+             zookeeper.audit.impl.class=org.apache.zookeeper.audit.Slf4jAuditLogger\n",
         )
         .unwrap();
-        assert!(c.enforce_quota);
+        assert!(c.enforce_quota && c.audit_enabled);
+        assert!(config("audit.impl.class=com.example.Mine\n").is_err());
         assert_eq!(c.client_port, 2999);
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));
         assert_eq!(c.jute_max_buffer, 4096);

@@ -25,6 +25,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tree::{Outcome, Txn, TxnOp};
 
+use crate::audit::AuditedWrite;
 use crate::event_order::EventOrder;
 use crate::pipeline::{self, Proposal, SessionContext, Step};
 use crate::reply;
@@ -499,6 +500,7 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
             shape,
             proposal,
             received,
+            audit,
         } => {
             order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
             let proposal = match proposal {
@@ -513,6 +515,7 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
                 shape,
                 proposal,
                 received,
+                audit,
             }
         }
         Step::Read { xid, request, auth } => {
@@ -661,14 +664,28 @@ enum WriteAnswer {
     Cancelled,
 }
 
+/// A write in the writer's hands, waiting for its outcome.
+struct PendingWrite<'a> {
+    xid: i32,
+    /// The request's opcode, for per-connection statistics.
+    op: i32,
+    shape: &'a pipeline::ReplyShape,
+    received: Instant,
+    audit: Option<&'a AuditedWrite>,
+}
+
 async fn await_write(
     conn: &Connection,
-    xid: i32,
-    op: i32,
-    shape: &pipeline::ReplyShape,
+    write: PendingWrite<'_>,
     committed: tokio::sync::oneshot::Receiver<crate::shared::Committed>,
-    received: Instant,
 ) -> WriteAnswer {
+    let PendingWrite {
+        xid,
+        op,
+        shape,
+        received,
+        audit,
+    } = write;
     // Cancel safety: a cancelled token ends the connection; the write
     // itself is in the log and completes without us. Biased towards the
     // outcome: a session's close completes its waiter and then closes its
@@ -683,6 +700,9 @@ async fn await_write(
             let latency = received.elapsed();
             conn.shared.stats.update_latency.record(latency);
             record_activity(conn, op, xid, committed.zxid, latency);
+            if let Some(audit) = audit {
+                audit.log(conn.handle.remote.ip(), &committed.outcome);
+            }
             WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed))
         }
         Err(_) => WriteAnswer::Lost,
@@ -741,12 +761,13 @@ async fn write_loop(
                         close = true;
                         None
                     }
-                    Step::Write { xid, op, shape, proposal, received } => {
+                    Step::Write { xid, op, shape, proposal, received, audit } => {
                         let committed = match proposal {
                             Proposal::Pending(txn) => shared.propose(&txn),
                             Proposal::Made(committed) => committed,
                         };
-                        let answer = await_write(&conn, xid, op, &shape, committed, received).await;
+                        let write = PendingWrite { xid, op, shape: &shape, received, audit: audit.as_ref() };
+                        let answer = await_write(&conn, write, committed).await;
                         order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
                         match answer {
                             WriteAnswer::Reply(bytes) => Some(bytes),
@@ -826,9 +847,13 @@ async fn write_loop(
                 xid,
                 shape,
                 proposal: Proposal::Made(mut committed),
+                audit,
                 ..
             } => {
                 if let Ok(committed) = committed.try_recv() {
+                    if let Some(audit) = &audit {
+                        audit.log(conn.handle.remote.ip(), &committed.outcome);
+                    }
                     out.extend_from_slice(&pipeline::write_reply(xid, &shape, committed));
                 }
             }

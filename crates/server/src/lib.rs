@@ -16,9 +16,11 @@
 //!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
 //! - `config`: `zoo.cfg`.
 //! - `reply`, `stats`: reply frames and counters.
-//! - `quota_report`: the warnings and counts of quota limits passed.
+//! - `quota_report`: the warnings and counts of quota limits passed;
+//!   `audit`: ZooKeeper's audit log.
 
 mod apply;
+mod audit;
 mod auth;
 mod config;
 mod connection;

@@ -31,6 +31,7 @@ use jute::{
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{DataTree, Outcome, Txn, TxnOp};
 
+use crate::audit::AuditedWrite;
 use crate::reply;
 use crate::shared::{Committed, Published, Shared, WatchEvent};
 use crate::watch::{ConnectionId, WatchKind};
@@ -60,6 +61,8 @@ pub enum Step {
         shape: ReplyShape,
         proposal: Proposal,
         received: Instant,
+        /// What the audit log says of it once applied (`audit.enable`).
+        audit: Option<AuditedWrite>,
     },
     /// A `sync`: answered once this server has applied everything the
     /// leader had committed when it arrived (raft's read index).
@@ -114,6 +117,19 @@ pub struct SessionContext {
 /// Turns one request into its step. Auth and SASL are handled by the
 /// connection before this, since they change the connection itself.
 pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
+    let audit = shared
+        .config
+        .audit_enabled
+        .then(|| AuditedWrite::of(&request, session.session_id, &session.auth))
+        .flatten();
+    let mut step = decide(shared, session, xid, request);
+    if let Step::Write { audit: slot, .. } = &mut step {
+        *slot = audit;
+    }
+    step
+}
+
+fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
     let request_op = request.op_code();
     // The log waits for disk space: a write cannot be made durable here, so
     // it is refused at once, as a read-only ZooKeeper server refuses one
@@ -140,6 +156,7 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
             shape,
             proposal: Proposal::Pending(txn),
             received: Instant::now(),
+            audit: None,
         }
     };
     // A write refused before proposing still goes through the log, as
@@ -287,6 +304,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         shape: ReplyShape::Empty,
         proposal: Proposal::Pending(txn),
         received: Instant::now(),
+        audit: None,
     }
 }
 

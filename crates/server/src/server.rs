@@ -155,6 +155,7 @@ pub async fn run(
         sockets_per_ip: Mutex::new(HashMap::new()),
         stats: Stats::default(),
         quota_report: Default::default(),
+        server_user: crate::audit::server_user(),
         sasl_users,
         peers: ensemble.zip(network),
         serving: AtomicBool::new(false),
@@ -195,6 +196,9 @@ pub async fn run(
         () = caught_up(&shared) => {}
     }
     start_serving(&shared, started);
+    if shared.config.audit_enabled {
+        crate::audit::server_started(&shared.server_user);
+    }
 
     let leader_duties = tokio::spawn(leader_duties(shared.clone()));
     let result = tokio::select! {
@@ -203,6 +207,9 @@ pub async fn run(
     };
     acceptor.abort();
     leader_duties.abort();
+    if shared.config.audit_enabled {
+        crate::audit::server_stopping(&shared.server_user);
+    }
     if result.is_ok() {
         hand_off_leadership(&shared).await;
         tracing::info!("shutting down: closing client connections (sessions live on)");

@@ -121,6 +121,8 @@ pub struct Shared {
     pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
     pub stats: Stats,
     pub quota_report: crate::quota_report::QuotaReport,
+    /// The user the server runs as, which the audit log names.
+    pub server_user: String,
     /// Users of the JAAS `Server` section; `None` without one, when SASL
     /// is not configured.
     pub sasl_users: Option<crate::sasl::SaslUsers>,
