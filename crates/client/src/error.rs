@@ -122,6 +122,11 @@ pub enum Error {
     /// No server of the connect string accepted a session in time.
     #[error("could not connect to {servers} within the connect timeout: {last_error}")]
     ConnectTimeout { servers: String, last_error: String },
+    /// SASL authentication with `server` failed: the server refused the
+    /// login, offers no SASL, or could not prove it knows the password.
+    /// The session is finished, as ZooKeeper's client ends in AUTH_FAILED.
+    #[error("SASL authentication with {server} failed: {reason}")]
+    SaslFailed { server: String, reason: String },
     /// The server's reply did not decode as the operation's reply.
     #[error("undecodable reply from the server{}: {detail}", on(.path))]
     Protocol { path: String, detail: String },
@@ -217,6 +222,7 @@ impl Error {
             NewConfigNoQuorum { .. } => ErrorCode::NewConfigNoQuorum,
             ReconfigInProgress { .. } => ErrorCode::ReconfigInProgress,
             ReconfigDisabled { .. } => ErrorCode::ReconfigDisabled,
+            SaslFailed { .. } => ErrorCode::AuthFailed,
             Multi { error, .. } => return error.code(),
             UnknownCode { .. }
             | Closed
@@ -270,7 +276,8 @@ impl Error {
             Closed
             | InvalidConnectString { .. }
             | InvalidArgument { .. }
-            | ConnectTimeout { .. } => return None,
+            | ConnectTimeout { .. }
+            | SaslFailed { .. } => return None,
         };
         (!path.is_empty()).then_some(path.as_str())
     }

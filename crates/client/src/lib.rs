@@ -34,6 +34,8 @@
 //!   results ([`OpResult`], [`ReadResult`]).
 //! - `options`: [`ConnectOptions`] and the connect string.
 //! - `path`: path validation and the chroot.
+//! - `sasl_auth`: SASL DIGEST-MD5 on each new connection, before any
+//!   request (the mechanism itself is the `sasl` crate's).
 //! - `quota`: `setquota`, `listquota` and `delquota` as zkCli does them.
 //! - `error`: [`Error`], one variant per ZooKeeper result code plus the
 //!   client's own.
@@ -83,6 +85,7 @@ mod path;
 mod quota;
 mod reader;
 pub mod recipes;
+mod sasl_auth;
 mod session;
 mod state;
 mod watch;

@@ -33,6 +33,7 @@ pub struct ConnectOptions {
     pub(crate) auth: Vec<AuthData>,
     pub(crate) resume: Option<(i64, Bytes)>,
     pub(crate) max_frame_bytes: usize,
+    pub(crate) sasl: Option<SaslLogin>,
 }
 
 impl Default for ConnectOptions {
@@ -43,6 +44,7 @@ impl Default for ConnectOptions {
             auth: Vec::new(),
             resume: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            sasl: None,
         }
     }
 }
@@ -84,6 +86,19 @@ impl ConnectOptions {
         self
     }
 
+    /// Authenticates with SASL DIGEST-MD5 as `user` on every connection,
+    /// before any request is sent, as ZooKeeper's client does with the
+    /// `Client` section of its JAAS file (read one with
+    /// `sasl::jaas::client_login`). The session's ACL id is `sasl:user`. A
+    /// refused login ends the client with [`Error::SaslFailed`].
+    pub fn sasl_digest_md5(mut self, user: &str, password: &str) -> Self {
+        self.sasl = Some(SaslLogin {
+            user: user.to_owned(),
+            password: password.to_owned(),
+        });
+        self
+    }
+
     /// Re-attaches to an existing session instead of creating one (its id
     /// and password from [`crate::Client::session_id`] and
     /// [`crate::Client::session_password`]). Connecting fails with
@@ -105,6 +120,22 @@ impl ConnectOptions {
 pub(crate) struct AuthData {
     pub scheme: String,
     pub auth: Bytes,
+}
+
+/// Who to log in as with SASL DIGEST-MD5.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SaslLogin {
+    pub user: String,
+    pub password: String,
+}
+
+/// Never prints the password.
+impl std::fmt::Debug for SaslLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslLogin")
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A parsed connect string.

@@ -53,8 +53,9 @@ use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
 
 use crate::error::Error;
-use crate::options::{AuthData, ConnectOptions, ConnectString};
+use crate::options::{AuthData, ConnectOptions, ConnectString, SaslLogin};
 use crate::reader::{InFlight, Pending, PendingAuth, ReadEnd, Reader, Reply};
+use crate::sasl_auth;
 use crate::state::{lock, SessionInfo, SessionState, Shared};
 use crate::watch::{WatchPaths, WatchRegistration};
 
@@ -116,6 +117,8 @@ enum Ending {
 pub(crate) enum Attempt {
     /// The server says the session is gone.
     Expired,
+    /// SASL authentication failed: the session cannot go on.
+    SaslFailed(String),
     Failed(String),
 }
 
@@ -199,6 +202,7 @@ pub(crate) struct SessionTask {
     servers: String,
     requested_timeout: Duration,
     max_frame_bytes: usize,
+    sasl: Option<SaslLogin>,
     /// The next xid to assign: positive, wrapping from `i32::MAX` to 1 so
     /// it never collides with the reserved negative xids.
     next_xid: i32,
@@ -222,6 +226,7 @@ impl SessionTask {
             servers: connect.servers(),
             requested_timeout: options.session_timeout,
             max_frame_bytes: options.max_frame_bytes,
+            sasl: options.sasl.clone(),
             next_xid: 1,
             permits: Arc::new(Semaphore::new(IN_FLIGHT_MAX)),
         }
@@ -266,6 +271,12 @@ impl SessionTask {
                             path: String::new(),
                         })
                     }
+                    Ok(Err(Attempt::SaslFailed(reason))) => {
+                        return Err(Error::SaslFailed {
+                            server: format!("{}:{}", host.0, host.1),
+                            reason,
+                        })
+                    }
                     Ok(Err(Attempt::Failed(why))) => {
                         tracing::debug!(%why, "connection attempt failed");
                         last_error = why;
@@ -292,7 +303,7 @@ impl SessionTask {
             .map_err(|_| Attempt::Failed(format!("{server}: no handshake within {limit:?}")))?
             .map_err(|e| match e {
                 Attempt::Failed(why) => Attempt::Failed(format!("{server}: {why}")),
-                expired => expired,
+                other => other,
             })?;
         let negotiated = Duration::from_millis(u64::try_from(response.timeout_ms).unwrap_or(0));
         let (read_half, mut write_half) = stream.into_split();
@@ -334,9 +345,10 @@ impl SessionTask {
         })
     }
 
-    /// TCP connect and the connect request/response exchange.
+    /// TCP connect, the connect request/response exchange, and SASL when
+    /// the client logs in with it.
     async fn handshake(
-        &self,
+        &mut self,
         host: &(String, u16),
     ) -> Result<(TcpStream, ConnectResponse, BytesMut), Attempt> {
         let failed =
@@ -369,22 +381,9 @@ impl SessionTask {
             .map_err(|e| failed("sending the connect request failed", &e))?;
 
         let mut buf = BytesMut::with_capacity(1024);
-        let frame = loop {
-            match jute::decode_frame(&mut buf, self.max_frame_bytes) {
-                Ok(Some(frame)) => break frame,
-                Ok(None) => {}
-                Err(e) => return Err(failed("bad connect response", &e)),
-            }
-            match stream.read_buf(&mut buf).await {
-                Ok(0) => {
-                    return Err(Attempt::Failed(
-                        "the server closed the connection during the handshake".into(),
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => return Err(failed("reading the connect response failed", &e)),
-            }
-        };
+        let frame = read_frame(&mut stream, &mut buf, self.max_frame_bytes)
+            .await
+            .map_err(|why| Attempt::Failed(format!("during the handshake: {why}")))?;
         let response =
             ConnectResponse::from_bytes(frame).map_err(|e| failed("bad connect response", &e))?;
         if response.timeout_ms <= 0 {
@@ -394,6 +393,17 @@ impl SessionTask {
             } else {
                 Err(Attempt::Failed("the server refused a new session".into()))
             };
+        }
+        if let Some(login) = self.sasl.clone() {
+            let max_frame_bytes = self.max_frame_bytes;
+            sasl_auth::authenticate(
+                &mut stream,
+                &mut buf,
+                &login,
+                || self.take_xid(),
+                max_frame_bytes,
+            )
+            .await?;
         }
         Ok((stream, response, buf))
     }
@@ -603,6 +613,10 @@ impl SessionTask {
                 match self.establish(&host).await {
                     Ok(conn) => return Ok(conn),
                     Err(Attempt::Expired) => return Err(Ending::Expired),
+                    Err(Attempt::SaslFailed(reason)) => {
+                        tracing::warn!(%reason, "SASL authentication failed");
+                        return Err(Ending::AuthFailed);
+                    }
                     Err(Attempt::Failed(why)) => {
                         tracing::debug!(%why, "reconnect attempt failed");
                     }
@@ -689,6 +703,26 @@ async fn teardown(mut conn: Connection) {
     drop(conn.writer);
     let in_flight = std::mem::take(&mut *lock(&conn.in_flight));
     in_flight.fail_all();
+}
+
+/// The next frame from `stream`, whose unread input is in `buf`.
+pub(crate) async fn read_frame(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    max_frame_bytes: usize,
+) -> Result<Bytes, String> {
+    loop {
+        match jute::decode_frame(buf, max_frame_bytes) {
+            Ok(Some(frame)) => return Ok(frame),
+            Ok(None) => {}
+            Err(e) => return Err(format!("a bad frame: {e}")),
+        }
+        match stream.read_buf(buf).await {
+            Ok(0) => return Err("the server closed the connection".into()),
+            Ok(_) => {}
+            Err(e) => return Err(format!("reading failed: {e}")),
+        }
+    }
 }
 
 fn encode_header_only(out: &mut BytesMut, xid: i32, op: OpCode) {

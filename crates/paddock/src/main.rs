@@ -74,6 +74,20 @@ struct ShellArgs {
     /// The session timeout to ask for, in milliseconds (zkCli's -timeout).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     timeout: u64,
+    /// Log in with SASL DIGEST-MD5 as the `Client` section (or
+    /// --jaas-section) of this JAAS file names, as zkCli does with
+    /// `-Djava.security.auth.login.config=FILE`.
+    #[arg(long, value_name = "FILE", conflicts_with = "sasl_user")]
+    jaas: Option<PathBuf>,
+    /// The JAAS section to log in with (zkCli's
+    /// `zookeeper.sasl.clientconfig`).
+    #[arg(long, value_name = "NAME", default_value = sasl::jaas::CLIENT_SECTION)]
+    jaas_section: String,
+    /// Log in with SASL DIGEST-MD5 as this user (with --sasl-password).
+    #[arg(long, value_name = "USER", requires = "sasl_password")]
+    sasl_user: Option<String>,
+    #[arg(long, value_name = "PASSWORD", requires = "sasl_user")]
+    sasl_password: Option<String>,
     /// One command as zkCli takes it after its options: `get -s /a`.
     #[arg(
         trailing_var_arg = true,
@@ -153,14 +167,40 @@ fn init_logging() {
 }
 
 fn shell(args: ShellArgs) -> std::process::ExitCode {
+    let sasl = match sasl_login(&args) {
+        Ok(login) => login,
+        Err(error) => {
+            eprintln!("paddock shell: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let (server, words) = shell::resolve(args.server, args.words);
     let code = shell::run(shell::Invocation {
         server,
         commands: args.commands,
         words,
         session_timeout: std::time::Duration::from_millis(args.timeout),
+        sasl,
     });
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The SASL login the shell's options ask for, if any.
+fn sasl_login(args: &ShellArgs) -> Result<Option<sasl::jaas::Login>, String> {
+    if let (Some(username), Some(password)) = (&args.sasl_user, &args.sasl_password) {
+        return Ok(Some(sasl::jaas::Login {
+            username: username.clone(),
+            password: password.clone(),
+        }));
+    }
+    let Some(path) = &args.jaas else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read the JAAS file {}: {e}", path.display()))?;
+    sasl::jaas::client_login(&text, &args.jaas_section)
+        .map(Some)
+        .map_err(|e| format!("the JAAS file {}: {e}", path.display()))
 }
 
 fn serve(args: ServeArgs) -> anyhow::Result<()> {

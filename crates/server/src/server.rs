@@ -64,11 +64,8 @@ pub enum ServerError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("cannot read the JAAS file {path}: {source}")]
-    Jaas {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    #[error("cannot read the JAAS file {path}: {reason}")]
+    Jaas { path: PathBuf, reason: String },
     #[error("cannot load the newest snapshot: {0}")]
     Snapshot(String),
     #[error(transparent)]
@@ -93,9 +90,9 @@ pub async fn run(
     let started = Instant::now();
     let (snapshot_dir, log_dir) = data_dirs(&config)?;
     let sasl_users = match &config.jaas_config {
-        Some(path) => crate::sasl::read_jaas_users(path).map_err(|source| ServerError::Jaas {
+        Some(path) => crate::sasl::read_jaas_users(path).map_err(|reason| ServerError::Jaas {
             path: path.clone(),
-            source,
+            reason,
         })?,
         None => None,
     };

@@ -15,6 +15,8 @@ use client::{
     Stat,
 };
 
+use sasl::jaas::Login;
+
 use crate::format;
 use crate::parse::{self, CliError, Command};
 use crate::watches::{EventSink, Watches};
@@ -30,6 +32,9 @@ pub struct ShellOptions {
     /// ...) as zkCli's default watcher does. The interactive and piped
     /// modes do; one-shot commands print only their own results.
     pub session_events: bool,
+    /// Log in with SASL DIGEST-MD5, as zkCli does with the `Client`
+    /// section of its JAAS file.
+    pub sasl: Option<Login>,
 }
 
 impl Default for ShellOptions {
@@ -37,6 +42,7 @@ impl Default for ShellOptions {
         Self {
             session_timeout: Duration::from_secs(30),
             session_events: true,
+            sasl: None,
         }
     }
 }
@@ -162,13 +168,27 @@ impl Shell {
     pub async fn connect(&mut self, host: &str) -> Result<(), CliError> {
         self.disconnect().await;
         self.host = host.to_owned();
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .session_timeout(self.options.session_timeout)
             .connect_timeout(self.options.session_timeout.min(CONNECT_TIMEOUT));
-        let client = Client::connect(host, options).await.map_err(failed)?;
+        if let Some(login) = &self.options.sasl {
+            options = options.sasl_digest_md5(&login.username, &login.password);
+        }
+        let client = Client::connect(host, options)
+            .await
+            .map_err(|error| match error {
+                // What went wrong and with which server, which zkCli's
+                // "KeeperErrorCode = AuthFailed" does not say.
+                Error::SaslFailed { .. } => CliError::new(error.to_string()),
+                error => failed(error),
+            })?;
         if self.options.session_events {
             self.watches
                 .notice(format::event("SyncConnected", "None", None));
+            if self.options.sasl.is_some() {
+                self.watches
+                    .notice(format::event("SaslAuthenticated", "None", None));
+            }
             self.watches.session(client.state_changes());
         }
         *self.slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());

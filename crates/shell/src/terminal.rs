@@ -20,6 +20,7 @@ use rustyline::hint::Hinter;
 use rustyline::history::DefaultHistory;
 use rustyline::validate::Validator;
 use rustyline::{Context, Editor, ExternalPrinter, Helper};
+use sasl::jaas::Login;
 use tokio::runtime::{Handle, Runtime};
 
 use crate::parse::{self, is_space};
@@ -44,6 +45,8 @@ pub struct Invocation {
     pub words: Vec<String>,
     /// The session timeout to ask for.
     pub session_timeout: Duration,
+    /// Log in with SASL DIGEST-MD5.
+    pub sasl: Option<Login>,
 }
 
 impl Default for Invocation {
@@ -53,6 +56,7 @@ impl Default for Invocation {
             commands: Vec::new(),
             words: Vec::new(),
             session_timeout: ShellOptions::default().session_timeout,
+            sasl: None,
         }
     }
 }
@@ -88,12 +92,21 @@ pub fn run(invocation: Invocation) -> i32 {
         .server
         .clone()
         .unwrap_or_else(|| DEFAULT_SERVER.to_owned());
+    let options = ShellOptions {
+        session_timeout: invocation.session_timeout,
+        session_events: true,
+        sasl: invocation.sasl.clone(),
+    };
     let code = if !invocation.commands.is_empty() || !invocation.words.is_empty() {
-        one_shot(&runtime, &server, &invocation)
+        let options = ShellOptions {
+            session_events: false,
+            ..options
+        };
+        one_shot(&runtime, &server, &invocation, options)
     } else if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-        interactive(&runtime, &server, invocation.session_timeout)
+        interactive(&runtime, &server, options)
     } else {
-        piped(&runtime, &server, invocation.session_timeout)
+        piped(&runtime, &server, options)
     };
     // Nothing left to wait for: the session is closed.
     runtime.shutdown_background();
@@ -120,11 +133,12 @@ fn new_shell(
 
 /// `-c` commands and trailing words: run them, print their events as they
 /// come, exit with the last failure's code (0 if all succeeded).
-fn one_shot(runtime: &Runtime, server: &str, invocation: &Invocation) -> i32 {
-    let options = ShellOptions {
-        session_timeout: invocation.session_timeout,
-        session_events: false,
-    };
+fn one_shot(
+    runtime: &Runtime,
+    server: &str,
+    invocation: &Invocation,
+    options: ShellOptions,
+) -> i32 {
     let mut shell = new_shell(runtime, server, options, Arc::new(StdoutSink));
     if let Err(error) = runtime.block_on(shell.connect(server)) {
         eprintln!("{}", error.message);
@@ -162,11 +176,7 @@ fn one_shot(runtime: &Runtime, server: &str, invocation: &Invocation) -> i32 {
 /// Commands from a standard input that is not a terminal, one per line,
 /// without prompts, as zkCli runs a script fed to it. Exits with the last
 /// command's code.
-fn piped(runtime: &Runtime, server: &str, session_timeout: Duration) -> i32 {
-    let options = ShellOptions {
-        session_timeout,
-        session_events: true,
-    };
+fn piped(runtime: &Runtime, server: &str, options: ShellOptions) -> i32 {
     let mut shell = new_shell(runtime, server, options, Arc::new(StdoutSink));
     say(&format!("Connecting to {server}\n"));
     if let Err(error) = runtime.block_on(shell.connect(server)) {
@@ -192,7 +202,7 @@ fn piped(runtime: &Runtime, server: &str, session_timeout: Duration) -> i32 {
 }
 
 /// The line editor, with history and completion.
-fn interactive(runtime: &Runtime, server: &str, session_timeout: Duration) -> i32 {
+fn interactive(runtime: &Runtime, server: &str, options: ShellOptions) -> i32 {
     let config = Config::builder()
         // Bash-like: complete the common prefix, list the choices on a
         // second Tab.
@@ -211,10 +221,6 @@ fn interactive(runtime: &Runtime, server: &str, session_timeout: Duration) -> i3
     let sink: Arc<dyn EventSink> = match editor.create_external_printer() {
         Ok(printer) => Arc::new(PrinterSink(Mutex::new(printer))),
         Err(_) => Arc::new(StdoutSink),
-    };
-    let options = ShellOptions {
-        session_timeout,
-        session_events: true,
     };
     let mut shell = new_shell(runtime, server, options, sink);
     say(&format!(

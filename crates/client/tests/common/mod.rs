@@ -29,6 +29,8 @@ pub const SESSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a server may take to answer `ruok` after starting.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 const ZK_JARS: &str = "/usr/share/java";
+/// The JAAS file of a server started with one, in its directory.
+const JAAS_FILE: &str = "jaas.conf";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -84,6 +86,13 @@ pub struct Server {
 impl Server {
     /// Starts a server of `kind` and waits until it serves.
     pub fn start(kind: Kind) -> Server {
+        Self::start_with_jaas(kind, None)
+    }
+
+    /// Starts a server whose SASL users are the `Server` section of the
+    /// JAAS file `jaas` (Paddock's `jaasLoginConfig`, ZooKeeper's
+    /// `java.security.auth.login.config`).
+    pub fn start_with_jaas(kind: Kind, jaas: Option<&str>) -> Server {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = launch::port::free().expect("a free port");
         let data = dir.path().join("data");
@@ -99,6 +108,12 @@ impl Server {
              admin.enableServer=false\n",
             data.display()
         );
+        let mut cfg = cfg;
+        if let Some(jaas) = jaas {
+            let path = dir.path().join(JAAS_FILE);
+            std::fs::write(&path, jaas).expect("the JAAS file");
+            cfg.push_str(&format!("jaasLoginConfig={}\n", path.display()));
+        }
         std::fs::write(dir.path().join("zoo.cfg"), cfg).expect("zoo.cfg");
         let mut server = Server {
             kind,
@@ -243,6 +258,7 @@ impl Server {
             Kind::ZooKeeper => {
                 let mut command = Command::new("java");
                 command
+                    .args(zookeeper_jaas_properties(self.dir.path()))
                     .args([
                         "-Xmx256m",
                         "-XX:+UseSerialGC",
@@ -307,6 +323,20 @@ impl Server {
     fn log_tail(&self) -> String {
         launch::log_tail(&self.log_path(), 40)
     }
+}
+
+/// The JVM options that give ZooKeeper the JAAS file in `dir`, if any:
+/// ZooKeeper reads it from a system property, not from zoo.cfg.
+fn zookeeper_jaas_properties(dir: &Path) -> Vec<String> {
+    let path = dir.join(JAAS_FILE);
+    if !path.exists() {
+        return Vec::new();
+    }
+    vec![
+        format!("-Djava.security.auth.login.config={}", path.display()),
+        "-Dzookeeper.authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"
+            .to_owned(),
+    ]
 }
 
 impl Drop for Server {

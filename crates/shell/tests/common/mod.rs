@@ -146,6 +146,7 @@ impl TestShell {
         let options = ShellOptions {
             session_timeout: Duration::from_secs(10),
             session_events: true,
+            sasl: None,
         };
         let mut shell = Shell::new(&server.connect_string(), options, Arc::new(events.clone()));
         shell
