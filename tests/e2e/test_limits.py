@@ -1,9 +1,17 @@
-"""Per-address connection limits (maxClientCnxns)."""
+"""Limits on load, under ZooKeeper's zoo.cfg keys: connections per address
+(maxClientCnxns) and in all (maxCnxns), the connection throttle
+(connection_throttle_*), requests in process (globalOutstandingLimit) and
+the request throttler (request_throttle_max_requests with
+throttled_op_wait_time). Each a client over a limit sees as ZooKeeper's
+clients see it, and nobody else notices."""
 
 import socket
+import threading
 import time
 
-from zkwire import RawClient
+from zkwire import Op, RawClient, Writer, connect_request, frame
+
+THROTTLED = -127
 
 LIMIT = {"maxClientCnxns": "3"}
 
@@ -39,3 +47,84 @@ def test_connections_over_the_limit_are_closed(server_factory):
         sock.close()
     session.close_socket()
     again.close_socket()
+
+
+def mntr(server) -> dict:
+    return dict(line.split("\t", 1) for line in server.four_letter("mntr").splitlines()
+                if "\t" in line)
+
+
+def test_connections_over_the_server_limit_are_closed(server_factory):
+    s = server_factory({"maxCnxns": "2"})
+    first = RawClient(s.host, s.port)
+    idle = socket.create_connection((s.host, s.port), timeout=5)
+    time.sleep(0.5)  # ZooKeeper counts a socket once its selector has it
+    extra = socket.create_connection((s.host, s.port), timeout=5)
+    assert closed_without_answer(extra)
+    assert first.exists("/")[0] == 0
+    idle.close()
+    time.sleep(0.5)
+    assert int(mntr(s)["zk_connection_rejected"]) >= 1
+    first.close_socket()
+
+
+def test_the_connection_throttle_refuses_handshakes_past_its_tokens(server_factory):
+    # Two tokens, and the next one ten minutes away.
+    s = server_factory({"connection_throttle_tokens": "2",
+                        "connection_throttle_fill_time": "600000",
+                        "connection_throttle_fill_count": "1"})
+    admitted = [RawClient(s.host, s.port) for _ in range(2)]
+    refused = socket.create_connection((s.host, s.port), timeout=5)
+    refused.sendall(frame(connect_request()))
+    assert closed_without_answer(refused), "the third handshake is not answered"
+    for client in admitted:
+        assert client.exists("/")[0] == 0, "admitted sessions keep working"
+    stats = mntr(s)
+    assert int(stats["zk_connection_rejected"]) == 1
+    assert int(stats["zk_connection_request_count"]) == 2
+    for client in admitted:
+        client.close()
+
+
+def pipelined_sets(client, path, count):
+    body = Writer().string(path).buffer(b"v" * 100).int(-1).bytes()
+    xids = [client.submit(Op.setData, body) for _ in range(count)]
+    return [client.wait_reply(xid, timeout=60).err for xid in xids]
+
+
+def test_requests_held_past_the_wait_time_are_answered_throttled(server_factory):
+    s = server_factory({"request_throttle_max_requests": "1",
+                        "throttled_op_wait_time": "1"})
+    c = RawClient(s.host, s.port)
+    assert c.create("/throttled", b"")[0] == 0
+    errors = pipelined_sets(c, "/throttled", 50)
+    assert set(errors) <= {0, THROTTLED}, errors
+    assert errors[0] == 0, "the first request did not wait"
+    assert THROTTLED in errors, "later ones waited on it past 1 ms"
+    # A throttled request is not applied.
+    err, stat = c.exists("/throttled")
+    assert (err, stat.version) == (0, errors.count(0))
+    assert int(mntr(s)["zk_throttled_ops"]) == errors.count(THROTTLED)
+    c.close()
+
+
+def test_past_the_outstanding_limit_a_busy_connection_waits_and_others_do_not(
+        server_factory):
+    s = server_factory({"globalOutstandingLimit": "1"})
+    busy, other = RawClient(s.host, s.port), RawClient(s.host, s.port)
+    assert busy.create("/busy", b"")[0] == 0
+    results = {}
+    writer = threading.Thread(
+        target=lambda: results.setdefault("errors", pipelined_sets(busy, "/busy", 500)))
+    writer.start()
+    reads = 0
+    while writer.is_alive():
+        assert other.exists("/busy")[0] == 0, "a connection with nothing in process is read"
+        reads += 1
+    writer.join()
+    assert results["errors"] == [0] * 500, "the busy connection only waited"
+    assert busy.exists("/busy")[1].version == 500
+    assert reads > 0
+    assert mntr(s)["zk_outstanding_requests"] == "0"
+    busy.close()
+    other.close()

@@ -61,8 +61,15 @@ fn zookeeper_kind(name: &str) -> Option<Kind> {
         | "synced_followers"
         | "synced_non_voting_followers"
         | "synced_observers"
-        | "pending_syncs" => Some(Kind::Gauge),
-        "connection_rejected" | "looking_count" => Some(Kind::Counter),
+        | "pending_syncs"
+        | "connection_drop_probability" => Some(Kind::Gauge),
+        "connection_rejected"
+        | "looking_count"
+        | "connection_request_count"
+        | "request_throttle_wait_count"
+        | "stale_requests"
+        | "stale_requests_dropped"
+        | "throttled_ops" => Some(Kind::Counter),
         _ => None,
     }
 }

@@ -11,6 +11,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::load_limits::LoadLimits;
+
 /// ZooKeeper's default `jute.maxbuffer`: 1 MiB less one byte's worth of
 /// headroom, as `0xfffff`.
 pub const JUTE_MAX_BUFFER_DEFAULT: usize = 0xfffff;
@@ -67,6 +69,9 @@ pub struct ServerConfig {
     /// The Prometheus endpoint; `None` unless `metricsProvider.className`
     /// names ZooKeeper's Prometheus provider.
     pub metrics: Option<MetricsConfig>,
+    /// ZooKeeper's limits on load: outstanding requests, the request and
+    /// connection throttles, `maxCnxns`.
+    pub limits: LoadLimits,
     /// Keys we read but do not act on, reported once at start-up.
     pub ignored_keys: Vec<String>,
     /// The text of the zoo.cfg the server started from, for the
@@ -200,6 +205,7 @@ impl Default for ServerConfig {
             servers: Vec::new(),
             admin: AdminConfig::default(),
             metrics: None,
+            limits: LoadLimits::default(),
             ignored_keys: Vec::new(),
             initial_configuration: String::new(),
         }
@@ -222,7 +228,7 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
+pub(crate) fn invalid(key: &str, value: &str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_string(),
         value: value.to_string(),
@@ -271,6 +277,9 @@ impl ServerConfig {
         let mut metrics = MetricsConfig::default();
         for (raw_key, value) in props {
             let key = raw_key.strip_prefix("zookeeper.").unwrap_or(raw_key);
+            if config.limits.set(key, raw_key, value)? {
+                continue;
+            }
             match key {
                 "clientPort" => config.client_port = number(raw_key, value)?,
                 "clientPortAddress" => config.client_port_address = Some(address(raw_key, value)?),
@@ -497,7 +506,7 @@ impl ServerConfig {
     }
 }
 
-fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
+pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
     value
         .parse()
         .map_err(|_| invalid(key, value, "expected a non-negative number"))
@@ -510,7 +519,7 @@ fn session_timeout(key: &str, value: &str) -> Result<i32, ConfigError> {
         .map_err(|_| invalid(key, value, "expected milliseconds, or -1 for the default"))
 }
 
-fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
+pub(crate) fn boolean(key: &str, value: &str) -> Result<bool, ConfigError> {
     match value.to_ascii_lowercase().as_str() {
         "true" | "yes" => Ok(true),
         "false" | "no" => Ok(false),

@@ -30,6 +30,7 @@ use crate::event_order::EventOrder;
 use crate::pipeline::{self, Proposal, SessionContext, Step};
 use crate::reply;
 use crate::shared::{next_connection_id, now_ms, ConnectionHandle, QueuedEvent, Shared};
+use crate::throttle::{Admission, ConnectionKind, InProcess};
 
 /// Steps a connection may have in flight before it stops reading its
 /// socket: backpressure on a client that pipelines faster than we apply.
@@ -78,6 +79,24 @@ struct Connection {
     token: CancellationToken,
     /// Permits for ANSWER_BYTES_QUEUED_MAX bytes of answers in the queue.
     answer_budget: Arc<Semaphore>,
+    /// This connection's requests in process (see `throttle`).
+    in_process: Arc<AtomicUsize>,
+}
+
+/// A step on its way to the writer, with the request it answers counted
+/// in process until the writer has queued its answer.
+struct Queued {
+    step: Step,
+    _in_process: Option<InProcess>,
+}
+
+impl From<Step> for Queued {
+    fn from(step: Step) -> Self {
+        Self {
+            step,
+            _in_process: None,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -154,7 +173,7 @@ async fn run(
     let max_frame = shared.config.jute_max_buffer;
     let Some(frame) = tokio::time::timeout(
         handshake_timeout,
-        next_frame(&mut reader, &mut buf, max_frame),
+        next_frame(&mut reader, &mut buf, max_frame, &mut Instant::now()),
     )
     .await
     .map_err(|_| ConnectionError::HandshakeTimeout(handshake_timeout))??
@@ -162,6 +181,9 @@ async fn run(
         return Ok(());
     };
     let connect = ConnectRequest::decode(&mut Reader::new(frame))?;
+    if !connection_throttle_admits(&shared, &connect, remote) {
+        return Ok(());
+    }
     let connection = next_connection_id(&shared);
     let Some((session, connect_response)) =
         establish(&shared, &connect, connection, remote, &mut writer).await?
@@ -196,7 +218,7 @@ async fn run(
     // The connect response goes out first, now that the connection is
     // registered and owns its session.
     steps_tx
-        .try_send(Step::Reply(connect_response))
+        .try_send(Step::Reply(connect_response).into())
         .expect("a new channel has room for one step");
     let conn = Arc::new(Connection {
         shared: shared.clone(),
@@ -204,6 +226,7 @@ async fn run(
         order: SessionOrder::default(),
         token: token.clone(),
         answer_budget: Arc::new(Semaphore::new(ANSWER_BYTES_QUEUED_MAX)),
+        in_process: Arc::default(),
     });
     let writer_session = SessionContext {
         connection,
@@ -229,6 +252,34 @@ async fn run(
         .sessions
         .release_ownership(handle.session_id.load(Ordering::Relaxed), connection);
     result
+}
+
+/// ZooKeeper's connection throttle, checked on the connect request: a
+/// refused connection is closed unanswered, and its client tries another
+/// server.
+fn connection_throttle_admits(
+    shared: &Shared,
+    connect: &ConnectRequest,
+    remote: SocketAddr,
+) -> bool {
+    let kind = if connect.session_id == 0 {
+        ConnectionKind::NewSession
+    } else {
+        ConnectionKind::Renewal
+    };
+    if !shared.connection_throttle.admit(kind) {
+        shared
+            .stats
+            .connections_rejected
+            .fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%remote, "connection throttle rejected a connection (connection_throttle_* in zoo.cfg)");
+        return false;
+    }
+    shared
+        .stats
+        .connection_request_count
+        .fetch_add(1, Ordering::Relaxed);
+    true
 }
 
 /// Waits, at most [`CATCH_UP_WAIT`], until this server has applied `seen`,
@@ -365,17 +416,22 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
 
 /// Reads the next whole frame; `None` at a clean end of stream.
 /// Cancel safe: partial frames stay in `buf`.
+/// The next frame; `read_at` is set to when its last bytes were read from
+/// the socket, which is when the request arrived as ZooKeeper counts it.
 async fn next_frame(
     reader: &mut OwnedReadHalf,
     buf: &mut BytesMut,
     max_frame_bytes: usize,
+    read_at: &mut Instant,
 ) -> Result<Option<Bytes>, ConnectionError> {
     loop {
         if let Some(frame) = jute::decode_frame(buf, max_frame_bytes)? {
             return Ok(Some(frame));
         }
         buf.reserve(READ_CHUNK_BYTES);
-        if reader.read_buf(buf).await? == 0 {
+        let read = reader.read_buf(buf).await?;
+        *read_at = Instant::now();
+        if read == 0 {
             return if buf.is_empty() {
                 Ok(None)
             } else {
@@ -390,17 +446,23 @@ async fn read_loop(
     reader: &mut OwnedReadHalf,
     mut buf: BytesMut,
     mut session: SessionContext,
-    steps: mpsc::Sender<Step>,
+    steps: mpsc::Sender<Queued>,
 ) -> Result<(), ConnectionError> {
     let (shared, handle, token) = (&*conn.shared, &*conn.handle, &conn.token);
     let max_frame = shared.config.jute_max_buffer;
     let mut sasl = crate::sasl::SaslExchange::default();
+    let mut arrived = Instant::now();
     loop {
+        // globalOutstandingLimit: a connection with requests in process is
+        // not read while the server has too many.
+        if !shared.requests.paused(&conn.in_process, token).await {
+            return Ok(());
+        }
         // Cancel safety: `next_frame` keeps partial input in `buf`, and a
         // cancelled token means the connection is going away regardless.
         let frame = tokio::select! {
             _ = token.cancelled() => return Ok(()),
-            frame = next_frame(reader, &mut buf, max_frame) => frame?,
+            frame = next_frame(reader, &mut buf, max_frame, &mut arrived) => frame?,
         };
         let Some(frame) = frame else {
             return Ok(());
@@ -427,13 +489,14 @@ async fn read_loop(
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let step = pipeline::malformed(shared, &session, header.xid, header.op);
                 let step = schedule(conn, &session, step);
-                if steps.send(step).await.is_err() {
+                if steps.send(step.into()).await.is_err() {
                     return Ok(());
                 }
                 continue;
             }
         };
         let closing = matches!(request, Request::CloseSession);
+        let mut in_process = None;
         let step = match request {
             Request::Auth(packet) => {
                 match crate::auth::authenticate(
@@ -449,8 +512,8 @@ async fn read_loop(
                     }
                     None => {
                         let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
-                        let _ = steps.send(Step::Reply(failed)).await;
-                        let _ = steps.send(Step::Close).await;
+                        let _ = steps.send(Step::Reply(failed).into()).await;
+                        let _ = steps.send(Step::Close.into()).await;
                         return Ok(());
                     }
                 }
@@ -458,12 +521,19 @@ async fn read_loop(
             Request::Sasl(request) => {
                 let step = sasl_step(conn, &mut session, &mut sasl, header.xid, request.token);
                 if matches!(step, Step::ReplyThenClose(_) | Step::Close) {
-                    let _ = steps.send(step).await;
+                    let _ = steps.send(step.into()).await;
                     return Ok(());
                 }
                 step
             }
-            request => pipeline::step(shared, &session, header.xid, request),
+            request => match admit(conn, header.xid, &request, arrived).await {
+                Admitted::Run(counted) => {
+                    in_process = counted;
+                    pipeline::step(shared, &session, header.xid, request)
+                }
+                Admitted::Refused(reply) => Step::Reply(reply),
+                Admitted::Dropped => continue,
+            },
         };
         let step = match schedule(conn, &session, step) {
             Step::Answered { bytes, number, .. } => {
@@ -479,13 +549,48 @@ async fn read_loop(
             }
             step => step,
         };
-        if steps.send(step).await.is_err() {
+        let queued = Queued {
+            step,
+            _in_process: in_process,
+        };
+        if steps.send(queued).await.is_err() {
             return Ok(());
         }
         if closing {
-            let _ = steps.send(Step::Close).await;
+            let _ = steps.send(Step::Close.into()).await;
             return Ok(());
         }
+    }
+}
+
+/// What the load limits decided for a request.
+enum Admitted {
+    /// Run it, counted in process (unless it is a ping, an auth packet or
+    /// setWatches, which ZooKeeper does not count).
+    Run(Option<InProcess>),
+    /// Answer with this reply instead.
+    Refused(Bytes),
+    /// Its connection closed while it was held: forget it.
+    Dropped,
+}
+
+/// Passes a request through the request throttler and counts it in
+/// process. A request held past `throttled_op_wait_time` is answered
+/// `Throttled` without running, except a closeSession, as in ZooKeeper.
+async fn admit(conn: &Connection, xid: i32, request: &Request, arrived: Instant) -> Admitted {
+    if xid <= 0 {
+        return Admitted::Run(None);
+    }
+    let requests = &conn.shared.requests;
+    let throttlable = !matches!(request, Request::CloseSession);
+    match requests.admit(&conn.token, throttlable, arrived).await {
+        Admission::Run => Admitted::Run(Some(requests.enter(&conn.in_process))),
+        Admission::Throttled => Admitted::Refused(reply::header_only(
+            xid,
+            conn.shared.last_zxid(),
+            ErrorCode::Throttled,
+        )),
+        Admission::Dropped => Admitted::Dropped,
     }
 }
 
@@ -723,7 +828,7 @@ fn record_activity(conn: &Connection, op: i32, xid: i32, zxid: i64, latency: Dur
 async fn write_loop(
     conn: Arc<Connection>,
     mut writer: OwnedWriteHalf,
-    mut steps: mpsc::Receiver<Step>,
+    mut steps: mpsc::Receiver<Queued>,
     mut events: mpsc::Receiver<QueuedEvent>,
     session: SessionContext,
 ) {
@@ -744,8 +849,10 @@ async fn write_loop(
                     frames_out += 1;
                 }
             }
-            step = steps.recv() => {
-                let Some(step) = step else { break };
+            queued = steps.recv() => {
+                // `_in_process` lives to the end of this branch: the request
+                // leaves the count once its answer is queued.
+                let Some(Queued { step, _in_process }) = queued else { break };
                 let mut read = None;
                 let answer = match step {
                     Step::Reply(bytes) => Some(bytes),
@@ -838,7 +945,7 @@ async fn write_loop(
     // apply loop closing the session's connection, and may still be queued.
     // Bounded, because a killed connection may be one whose client stopped
     // reading.
-    while let Ok(step) = steps.try_recv() {
+    while let Ok(Queued { step, .. }) = steps.try_recv() {
         match step {
             Step::Reply(bytes) | Step::Answered { bytes, .. } | Step::ReplyThenClose(bytes) => {
                 out.extend_from_slice(&bytes)

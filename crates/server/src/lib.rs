@@ -14,7 +14,8 @@
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
 //! - `monitor`: what the server publishes about itself, as data;
 //!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
-//! - `config`: `zoo.cfg`.
+//! - `config`: `zoo.cfg`; `load_limits`: its limits on load, which
+//!   `throttle` applies to requests and new connections.
 //! - `reply`, `stats`: reply frames and counters.
 //! - `quota_report`: the warnings and counts of quota limits passed;
 //!   `audit`: ZooKeeper's audit log.
@@ -27,6 +28,7 @@ mod connection;
 mod ensemble;
 mod event_order;
 mod four_letter;
+mod load_limits;
 mod monitor;
 mod pipeline;
 mod quota_report;
@@ -38,6 +40,7 @@ mod session;
 mod shared;
 mod snapshot_schedule;
 mod stats;
+mod throttle;
 mod watch;
 
 pub use config::{

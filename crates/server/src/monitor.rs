@@ -262,11 +262,37 @@ pub(crate) fn server_stats(shared: &Shared, extra_connections: usize) -> ServerS
         packets_received: Stats::get(&shared.stats.packets_received),
         packets_sent: Stats::get(&shared.stats.packets_sent),
         connections: shared.connections().len() + extra_connections,
-        outstanding_requests: Stats::get(&shared.stats.outstanding_requests),
+        outstanding_requests: shared.requests.in_process() as u64,
         last_zxid,
         node_count,
         uptime_ms: shared.stats.uptime().as_millis() as u64,
     }
+}
+
+/// What the load limits did, under ZooKeeper's metric names.
+fn throttle_values(shared: &Shared) -> Vec<(&'static str, MonitorValue)> {
+    let counts = &shared.requests.counts;
+    let counter = |n: &std::sync::atomic::AtomicU64| MonitorValue::Int(Stats::get(n) as i64);
+    vec![
+        (
+            "connection_request_count",
+            counter(&shared.stats.connection_request_count),
+        ),
+        (
+            "connection_drop_probability",
+            MonitorValue::Float(shared.connection_throttle.drop_probability()),
+        ),
+        (
+            "request_throttle_wait_count",
+            counter(&counts.request_throttle_wait_count),
+        ),
+        ("stale_requests", counter(&counts.stale_requests)),
+        (
+            "stale_requests_dropped",
+            counter(&counts.stale_requests_dropped),
+        ),
+        ("throttled_ops", counter(&counts.throttled_ops)),
+    ]
 }
 
 pub(crate) fn monitor_values(
@@ -310,6 +336,7 @@ pub(crate) fn monitor_values(
             counter(Stats::get(&shared.stats.connections_rejected)),
         ),
     ];
+    values.extend(throttle_values(shared));
     values.extend(peer_values(shared));
     values
 }

@@ -24,6 +24,7 @@ use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
+use crate::throttle::{ConnectionThrottle, RequestGate};
 use crate::watch::WatchRegistry;
 
 /// One raft tick: the leader heartbeats every tick. Standalone never holds
@@ -150,6 +151,8 @@ pub async fn run(
         connections: Mutex::new(HashMap::new()),
         next_connection_id: AtomicU64::new(1),
         sockets_per_ip: Mutex::new(HashMap::new()),
+        requests: Arc::new(request_gate(&config, server_id)),
+        connection_throttle: ConnectionThrottle::new(config.limits.connection_throttle.clone()),
         stats: Stats::default(),
         quota_report: Default::default(),
         server_user: crate::audit::server_user(),
@@ -431,6 +434,20 @@ fn stopped(
     }
 }
 
+/// `globalOutstandingLimit` and the request throttler, as this server's
+/// place in the ensemble divides the limit.
+fn request_gate(config: &ServerConfig, server_id: u64) -> RequestGate {
+    let voters = config.servers.iter().filter(|s| !s.observer).count();
+    let observer = config
+        .servers
+        .iter()
+        .any(|s| s.id == server_id && s.observer);
+    RequestGate::new(
+        config.limits.outstanding_limit(voters, observer),
+        config.limits.request_throttle.clone(),
+    )
+}
+
 /// Resolves once a leader is known and this server has applied everything
 /// it knows to be committed, including what it replayed from disk; a
 /// leader also waits until its own log is committed (its first entry of
@@ -459,18 +476,16 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        let Some(slot) = SocketSlot::take(&shared, remote.ip()) else {
-            shared
-                .stats
-                .connections_rejected
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            tracing::warn!(
-                %remote,
-                limit = shared.config.max_client_cnxns,
-                "too many connections from {}; raise maxClientCnxns to allow more",
-                remote.ip()
-            );
-            continue;
+        let slot = match SocketSlot::take(&shared, remote.ip()) {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                shared
+                    .stats
+                    .connections_rejected
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                tracing::warn!(%remote, "refusing a connection: {refusal}");
+                continue;
+            }
         };
         let shared = shared.clone();
         tokio::spawn(async move {

@@ -119,6 +119,9 @@ pub struct Shared {
     /// Open sockets per client address, handshake or not, for
     /// `maxClientCnxns`.
     pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Requests in process and their limits.
+    pub requests: Arc<crate::throttle::RequestGate>,
+    pub connection_throttle: crate::throttle::ConnectionThrottle,
     pub stats: Stats,
     pub quota_report: crate::quota_report::QuotaReport,
     /// The user the server runs as, which the audit log names.
@@ -179,27 +182,45 @@ impl Shared {
     }
 }
 
-/// One accepted socket counted against its address's `maxClientCnxns`;
-/// dropping it releases the slot however the connection ends.
+/// One accepted socket counted against its address's `maxClientCnxns`
+/// and the server's `maxCnxns`; dropping it releases the slot however the
+/// connection ends.
 pub struct SocketSlot {
     shared: Arc<Shared>,
     ip: std::net::IpAddr,
 }
 
+/// Why a socket was refused, for the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum SlotRefused {
+    #[error("{ip} has {limit} connections already; raise maxClientCnxns to allow more")]
+    PerAddress { ip: std::net::IpAddr, limit: usize },
+    #[error("the server has {limit} connections already; raise maxCnxns to allow more")]
+    Total { limit: usize },
+}
+
 impl SocketSlot {
-    /// Takes a slot for `ip`, or `None` when its limit (0: none) is reached.
-    pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Option<Self> {
-        let limit = shared.config.max_client_cnxns;
+    /// Takes a slot for `ip`, unless its limit or the server's (0: none) is
+    /// reached.
+    pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Result<Self, SlotRefused> {
+        let per_address = shared.config.max_client_cnxns;
+        let total = shared.config.limits.max_cnxns;
         let mut counts = shared
             .sockets_per_ip
             .lock()
             .expect("socket counts poisoned");
+        if total > 0 && counts.values().sum::<usize>() >= total {
+            return Err(SlotRefused::Total { limit: total });
+        }
         let count = counts.entry(ip).or_insert(0);
-        if limit > 0 && *count >= limit {
-            return None;
+        if per_address > 0 && *count >= per_address {
+            return Err(SlotRefused::PerAddress {
+                ip,
+                limit: per_address,
+            });
         }
         *count += 1;
-        Some(Self {
+        Ok(Self {
             shared: shared.clone(),
             ip,
         })

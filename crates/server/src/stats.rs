@@ -58,8 +58,9 @@ pub struct Stats {
     pub snapshots: consensus::Histogram,
     pub packets_received: AtomicU64,
     pub packets_sent: AtomicU64,
-    pub outstanding_requests: AtomicU64,
     pub connections_rejected: AtomicU64,
+    /// Connections the connection throttle let through.
+    pub connection_request_count: AtomicU64,
     pub bad_frames: AtomicU64,
     latency: Mutex<Latency>,
 }
@@ -73,8 +74,8 @@ impl Default for Stats {
             snapshots: Default::default(),
             packets_received: AtomicU64::default(),
             packets_sent: AtomicU64::default(),
-            outstanding_requests: AtomicU64::default(),
             connections_rejected: AtomicU64::default(),
+            connection_request_count: AtomicU64::default(),
             bad_frames: AtomicU64::default(),
             latency: Mutex::default(),
         }
