@@ -92,6 +92,9 @@ def paddock_bin() -> Path:
 # also needs these two, and the server's log goes to stderr through the
 # third (each optional).
 ZK_EXTRA_JARS = ("servlet-api.jar", "jetty9-util-ajax.jar", "slf4j-simple.jar",
+                 # Netty's TLS (NettyServerCnxnFactory), which Debian's
+                 # zookeeper.jar manifest leaves out
+                 "netty-codec.jar", "netty-resolver.jar",
                  # snapshots compressed with snapshot.compression.method=snappy
                  "snappy-java.jar")
 PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetricsProvider"

@@ -25,6 +25,7 @@
 //!   requests in flight (in xid order), registers and fires watches.
 //! - `watch`: [`WatchedEvent`], [`Watch`], [`WatchStream`] and the
 //!   registry that routes events to local watchers.
+//! - `transport`: the byte stream to a server, plain TCP or TLS.
 //! - `state`: [`SessionState`], [`StateStream`] and the state shared by the
 //!   handles and the two tasks.
 //! - `data`: [`IntoData`], what writes take: bytes, or `None` for null
@@ -88,6 +89,7 @@ pub mod recipes;
 mod sasl_auth;
 mod session;
 mod state;
+mod transport;
 mod watch;
 
 pub use client::{Call, ChildrenPage, Client};
@@ -104,3 +106,4 @@ pub use jute::{
     perms, Acl, AddWatchMode, ClientInfo, CreateMode, ErrorCode, EventType, Id, KeeperState,
     ReadOp, Stat, StatsTrack, WatcherType,
 };
+pub use tokio_rustls::rustls;

@@ -1,9 +1,11 @@
 //! How to connect: the connect string ("host:port,host:port/chroot") and
 //! [`ConnectOptions`] (timeouts, credentials, an existing session to resume).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use tokio_rustls::rustls::ClientConfig;
 
 use crate::error::Error;
 use crate::path;
@@ -34,6 +36,7 @@ pub struct ConnectOptions {
     pub(crate) resume: Option<(i64, Bytes)>,
     pub(crate) max_frame_bytes: usize,
     pub(crate) sasl: Option<SaslLogin>,
+    pub(crate) tls: Option<Arc<ClientConfig>>,
 }
 
 impl Default for ConnectOptions {
@@ -45,6 +48,7 @@ impl Default for ConnectOptions {
             resume: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             sasl: None,
+            tls: None,
         }
     }
 }
@@ -96,6 +100,16 @@ impl ConnectOptions {
             user: user.to_owned(),
             password: password.to_owned(),
         });
+        self
+    }
+
+    /// Connects with TLS, as ZooKeeper's client does with
+    /// `zookeeper.client.secure=true` (to a server's `secureClientPort`).
+    /// The `tls` crate's `client_config` builds a configuration from
+    /// ZooKeeper's `zookeeper.ssl.*` properties; the certificate it offers
+    /// names the session as `x509:<subject>`.
+    pub fn tls(mut self, config: Arc<ClientConfig>) -> Self {
+        self.tls = Some(config);
         self
     }
 

@@ -23,7 +23,6 @@ use jute::{
     decode_frame, xid, ErrorCode, EventType, KeeperState, Record, ReplyHeader, WatcherEvent,
 };
 use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::{oneshot, OwnedSemaphorePermit};
 
 use crate::options::AuthData;
@@ -138,7 +137,7 @@ impl std::fmt::Display for ReadEnd {
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
 pub(crate) struct Reader {
-    pub socket: OwnedReadHalf,
+    pub socket: crate::transport::ReadHalf,
     /// Bytes already read past the handshake.
     pub buf: BytesMut,
     pub in_flight: Arc<Mutex<InFlight>>,

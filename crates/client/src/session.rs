@@ -46,8 +46,6 @@ use jute::{
 use rand::seq::SliceRandom;
 use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 use tokio::time::{sleep, sleep_until, timeout, Instant};
@@ -57,6 +55,7 @@ use crate::options::{AuthData, ConnectOptions, ConnectString, SaslLogin};
 use crate::reader::{InFlight, Pending, PendingAuth, ReadEnd, Reader, Reply};
 use crate::sasl_auth;
 use crate::state::{lock, SessionInfo, SessionState, Shared};
+use crate::transport::{Stream, WriteHalf};
 use crate::watch::{WatchPaths, WatchRegistration};
 
 /// Requests (and auth packets) written and not yet answered. Beyond this
@@ -130,7 +129,7 @@ enum Served {
 
 /// One live connection.
 pub(crate) struct Connection {
-    writer: OwnedWriteHalf,
+    writer: WriteHalf,
     reader: JoinHandle<ReadEnd>,
     /// Set once `reader` has completed (a `JoinHandle` must not be polled
     /// after that).
@@ -203,6 +202,7 @@ pub(crate) struct SessionTask {
     requested_timeout: Duration,
     max_frame_bytes: usize,
     sasl: Option<SaslLogin>,
+    tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
     /// The next xid to assign: positive, wrapping from `i32::MAX` to 1 so
     /// it never collides with the reserved negative xids.
     next_xid: i32,
@@ -227,6 +227,7 @@ impl SessionTask {
             requested_timeout: options.session_timeout,
             max_frame_bytes: options.max_frame_bytes,
             sasl: options.sasl.clone(),
+            tls: options.tls.clone(),
             next_xid: 1,
             permits: Arc::new(Semaphore::new(IN_FLIGHT_MAX)),
         }
@@ -306,7 +307,7 @@ impl SessionTask {
                 other => other,
             })?;
         let negotiated = Duration::from_millis(u64::try_from(response.timeout_ms).unwrap_or(0));
-        let (read_half, mut write_half) = stream.into_split();
+        let (read_half, mut write_half) = stream.split();
         let in_flight = Arc::new(Mutex::new(InFlight::default()));
         let prime = self.prime(&in_flight);
         write_half
@@ -345,20 +346,17 @@ impl SessionTask {
         })
     }
 
-    /// TCP connect, the connect request/response exchange, and SASL when
-    /// the client logs in with it.
+    /// TCP connect (and the TLS handshake, with TLS), the connect
+    /// request/response exchange, and SASL when the client logs in with it.
     async fn handshake(
         &mut self,
         host: &(String, u16),
-    ) -> Result<(TcpStream, ConnectResponse, BytesMut), Attempt> {
+    ) -> Result<(Stream, ConnectResponse, BytesMut), Attempt> {
         let failed =
             |what: &str, e: &dyn std::fmt::Display| Attempt::Failed(format!("{what}: {e}"));
-        let mut stream = TcpStream::connect((host.0.as_str(), host.1))
+        let mut stream = Stream::connect(&host.0, host.1, self.tls.as_ref())
             .await
-            .map_err(|e| failed("connect failed", &e))?;
-        stream
-            .set_nodelay(true)
-            .map_err(|e| failed("setting TCP_NODELAY failed", &e))?;
+            .map_err(Attempt::Failed)?;
         let session = self.shared.session();
         let password = if session.id == 0 {
             Bytes::from_static(&[0; PASSWORD_BYTES])
@@ -707,7 +705,7 @@ async fn teardown(mut conn: Connection) {
 
 /// The next frame from `stream`, whose unread input is in `buf`.
 pub(crate) async fn read_frame(
-    stream: &mut TcpStream,
+    stream: &mut Stream,
     buf: &mut BytesMut,
     max_frame_bytes: usize,
 ) -> Result<Bytes, String> {

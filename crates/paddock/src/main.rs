@@ -5,7 +5,8 @@ mod digest;
 mod migration;
 
 use std::net::IpAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
@@ -88,6 +89,12 @@ struct ShellArgs {
     sasl_user: Option<String>,
     #[arg(long, value_name = "PASSWORD", requires = "sasl_user")]
     sasl_password: Option<String>,
+    /// A Java properties file of ZooKeeper client settings, as zkCli's
+    /// -client-configuration: `zookeeper.client.secure=true` connects with
+    /// TLS, configured by the `zookeeper.ssl.*` keys (keyStore.location,
+    /// trustStore.location, hostnameVerification, ...).
+    #[arg(long, value_name = "FILE")]
+    client_configuration: Option<PathBuf>,
     /// One command as zkCli takes it after its options: `get -s /a`.
     #[arg(
         trailing_var_arg = true,
@@ -174,6 +181,18 @@ fn shell(args: ShellArgs) -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let tls = match args
+        .client_configuration
+        .as_deref()
+        .map(client_tls)
+        .transpose()
+    {
+        Ok(tls) => tls.flatten(),
+        Err(error) => {
+            eprintln!("paddock shell: {error}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let (server, words) = shell::resolve(args.server, args.words);
     let code = shell::run(shell::Invocation {
         server,
@@ -181,8 +200,40 @@ fn shell(args: ShellArgs) -> std::process::ExitCode {
         words,
         session_timeout: std::time::Duration::from_millis(args.timeout),
         sasl,
+        tls,
     });
     std::process::ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// TLS as a ZooKeeper client configuration file asks for it: `None`
+/// unless `zookeeper.client.secure=true`.
+fn client_tls(path: &Path) -> Result<Option<Arc<client::rustls::ClientConfig>>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let properties = server::parse_properties(&text);
+    let secure = properties
+        .get("zookeeper.client.secure")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+    if !secure {
+        return Ok(None);
+    }
+    let mut settings = tls::TlsSettings::default();
+    for (key, value) in &properties {
+        if let Some(ssl_key) = key.strip_prefix("zookeeper.ssl.") {
+            let known = settings
+                .set(ssl_key, key, value)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if !known {
+                eprintln!(
+                    "paddock shell: {}: {key} is not supported; ignoring it",
+                    path.display()
+                );
+            }
+        }
+    }
+    tls::client_config(&settings)
+        .map(Some)
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The SASL login the shell's options ask for, if any.

@@ -11,6 +11,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::client_tls::ClientTls;
 use crate::load_limits::LoadLimits;
 
 /// ZooKeeper's default `jute.maxbuffer`: 1 MiB less one byte's worth of
@@ -24,6 +25,11 @@ const FOUR_LETTER_DEFAULT: &[&str] = &["srvr"];
 pub struct ServerConfig {
     pub client_port: u16,
     pub client_port_address: Option<IpAddr>,
+    /// Whether `client_port` takes plain text: false when zoo.cfg gives a
+    /// `secureClientPort` and no `clientPort`, as in ZooKeeper.
+    pub plain_client_port: bool,
+    /// TLS for clients: `secureClientPort`, `client.portUnification`, `ssl.*`.
+    pub client_tls: ClientTls,
     pub data_dir: PathBuf,
     /// Where the write-ahead log lives; `data_dir` unless set.
     pub data_log_dir: PathBuf,
@@ -206,6 +212,8 @@ impl Default for ServerConfig {
             admin: AdminConfig::default(),
             metrics: None,
             limits: LoadLimits::default(),
+            plain_client_port: true,
+            client_tls: ClientTls::default(),
             ignored_keys: Vec::new(),
             initial_configuration: String::new(),
         }
@@ -277,7 +285,9 @@ impl ServerConfig {
         let mut metrics = MetricsConfig::default();
         for (raw_key, value) in props {
             let key = raw_key.strip_prefix("zookeeper.").unwrap_or(raw_key);
-            if config.limits.set(key, raw_key, value)? {
+            if config.limits.set(key, raw_key, value)?
+                || config.client_tls.set(key, raw_key, value)?
+            {
                 continue;
             }
             match key {
@@ -373,6 +383,8 @@ impl ServerConfig {
             ));
         }
         config.data_log_dir = data_log_dir.unwrap_or_else(|| config.data_dir.clone());
+        config.plain_client_port =
+            config.client_tls.port.is_none() || props.keys().any(|k| k == "clientPort");
         if config.tick_time_ms == 0 {
             return Err(invalid(
                 "tickTime",
@@ -548,7 +560,7 @@ fn audit_logger(key: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
-fn address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
+pub(crate) fn address(key: &str, value: &str) -> Result<IpAddr, ConfigError> {
     value
         .parse()
         .map_err(|_| invalid(key, value, "expected an IP address, such as 0.0.0.0"))

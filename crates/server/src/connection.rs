@@ -18,8 +18,7 @@ use jute::{
     SetSASLResponse,
 };
 use rand::RngCore as _;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -117,10 +116,36 @@ enum ConnectionError {
     SessionNotCreated(String),
 }
 
+/// Serves a plain-text connection.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
-    match run(shared.clone(), reader, writer, remote).await {
+    serve_halves(shared, reader, writer, remote, Vec::new()).await;
+}
+
+/// Serves a connection whose TLS handshake is done; `ids` are what its
+/// certificate proved (`x509:<subject>`, and `super` for the superuser).
+pub async fn serve_tls(
+    shared: Arc<Shared>,
+    stream: tokio_rustls::server::TlsStream<TcpStream>,
+    remote: SocketAddr,
+    ids: Vec<Id>,
+) {
+    let (reader, writer) = tokio::io::split(stream);
+    serve_halves(shared, reader, writer, remote, ids).await;
+}
+
+async fn serve_halves<R, W>(
+    shared: Arc<Shared>,
+    reader: R,
+    writer: W,
+    remote: SocketAddr,
+    ids: Vec<Id>,
+) where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    match run(shared.clone(), reader, writer, remote, ids).await {
         Ok(()) => tracing::debug!(%remote, "connection closed"),
         Err(ConnectionError::Io(e)) => tracing::debug!(%remote, "connection ended: {e}"),
         Err(error) => {
@@ -135,12 +160,17 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, remote: SocketAddr) {
     }
 }
 
-async fn run(
+async fn run<R, W>(
     shared: Arc<Shared>,
-    mut reader: OwnedReadHalf,
-    mut writer: OwnedWriteHalf,
+    mut reader: R,
+    mut writer: W,
     remote: SocketAddr,
-) -> Result<(), ConnectionError> {
+    ids: Vec<Id>,
+) -> Result<(), ConnectionError>
+where
+    R: AsyncRead + Unpin + Send,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
     let handshake_timeout = shared.config.handshake_timeout();
     let first = tokio::time::timeout(handshake_timeout, async {
@@ -186,7 +216,7 @@ async fn run(
     }
     let connection = next_connection_id(&shared);
     let Some((session, connect_response)) =
-        establish(&shared, &connect, connection, remote, &mut writer).await?
+        establish(&shared, &connect, connection, remote, &mut writer, ids).await?
     else {
         return Ok(());
     };
@@ -313,12 +343,13 @@ async fn caught_up_to(shared: &Shared, seen: i64) -> Result<(), ConnectionError>
 /// response to send once the connection is registered (so that a client
 /// that has its response is visible to `stat` and to its session's owner).
 /// `None` when the client was refused with an expired-session response.
-async fn establish(
+async fn establish<W: AsyncWrite + Unpin>(
     shared: &Shared,
     connect: &ConnectRequest,
     connection: u64,
     remote: SocketAddr,
-    writer: &mut OwnedWriteHalf,
+    writer: &mut W,
+    ids: Vec<Id>,
 ) -> Result<Option<(SessionContext, Bytes)>, ConnectionError> {
     caught_up_to(shared, connect.last_zxid_seen).await?;
     let timeout_ms = shared.config.negotiate_session_timeout(connect.timeout_ms);
@@ -374,7 +405,7 @@ async fn establish(
             connection,
             session_id,
             timeout_ms,
-            auth: Arc::new(vec![crate::auth::ip_id(remote.ip())]),
+            auth: Arc::new(merge_ids(&[crate::auth::ip_id(remote.ip())], ids)),
         },
         reply::bare(&response),
     )))
@@ -418,8 +449,8 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
 /// Cancel safe: partial frames stay in `buf`.
 /// The next frame; `read_at` is set to when its last bytes were read from
 /// the socket, which is when the request arrived as ZooKeeper counts it.
-async fn next_frame(
-    reader: &mut OwnedReadHalf,
+async fn next_frame<R: AsyncRead + Unpin>(
+    reader: &mut R,
     buf: &mut BytesMut,
     max_frame_bytes: usize,
     read_at: &mut Instant,
@@ -441,9 +472,9 @@ async fn next_frame(
     }
 }
 
-async fn read_loop(
+async fn read_loop<R: AsyncRead + Unpin>(
     conn: &Connection,
-    reader: &mut OwnedReadHalf,
+    reader: &mut R,
     mut buf: BytesMut,
     mut session: SessionContext,
     steps: mpsc::Sender<Queued>,
@@ -825,9 +856,9 @@ fn record_activity(conn: &Connection, op: i32, xid: i32, zxid: i64, latency: Dur
     activity.latency.record(latency_ms);
 }
 
-async fn write_loop(
+async fn write_loop<W: AsyncWrite + Unpin>(
     conn: Arc<Connection>,
-    mut writer: OwnedWriteHalf,
+    mut writer: W,
     mut steps: mpsc::Receiver<Queued>,
     mut events: mpsc::Receiver<QueuedEvent>,
     session: SessionContext,

@@ -14,6 +14,7 @@
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
 //! - `monitor`: what the server publishes about itself, as data;
 //!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
+//! - `client_tls`, `tls_listener`: TLS for clients, configured and served.
 //! - `config`: `zoo.cfg`; `load_limits`: its limits on load, which
 //!   `throttle` applies to requests and new connections.
 //! - `reply`, `stats`: reply frames and counters.
@@ -23,6 +24,7 @@
 mod apply;
 mod audit;
 mod auth;
+mod client_tls;
 mod config;
 mod connection;
 mod ensemble;
@@ -41,6 +43,7 @@ mod shared;
 mod snapshot_schedule;
 mod stats;
 mod throttle;
+mod tls_listener;
 mod watch;
 
 pub use config::{

@@ -479,7 +479,10 @@ pub(crate) fn conf(shared: &Shared) -> Vec<(&'static str, String)> {
     };
     vec![
         ("clientPort", c.client_port.to_string()),
-        ("secureClientPort", "-1".to_string()),
+        (
+            "secureClientPort",
+            c.client_tls.port.map_or(-1, i32::from).to_string(),
+        ),
         ("dataDir", c.data_dir.display().to_string()),
         ("dataDirSize", dir_size(&c.data_dir).to_string()),
         ("dataLogDir", c.data_log_dir.display().to_string()),

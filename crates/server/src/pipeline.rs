@@ -208,7 +208,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             path: Some(path),
             acl,
             version,
-        }) => match refuse_sasl_acl(shared, &acl, |tree| {
+        }) => match refuse_unconfigured_acl(shared, &acl, |tree| {
             tree.set_acl_checks_before_acl(session.session_id, &path)
         }) {
             Ok(()) => write(TxnOp::SetAcl { path, acl, version }, ReplyShape::Stat),
@@ -308,18 +308,24 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
     }
 }
 
-/// `sasl` ids are valid only when SASL is configured: ZooKeeper knows the
-/// scheme only once its SASL provider is registered, and without it its
-/// `fixupACL` finds such an id invalid. That comes after the checks its
-/// prep stage makes first, which `checks_before_acl` runs on the newest
-/// tree, so the first to fail wins as there. (The tree takes `sasl` ids:
-/// it cannot know this server's configuration.)
-fn refuse_sasl_acl(
+/// `sasl` ids are valid only when SASL is configured, `x509` ids only when
+/// clients can connect with TLS: ZooKeeper knows a scheme only once its
+/// provider is registered, and without it its `fixupACL` finds such an id
+/// invalid. That comes after the checks its prep stage makes first, which
+/// `checks_before_acl` runs on the newest tree, so the first to fail wins
+/// as there. (The tree takes both: it cannot know this server's
+/// configuration.)
+fn refuse_unconfigured_acl(
     shared: &Shared,
     acl: &[Acl],
     checks_before_acl: impl FnOnce(&DataTree) -> Result<(), ErrorCode>,
 ) -> Result<(), ErrorCode> {
-    if shared.sasl_users.is_some() || !acl.iter().any(|a| a.id.scheme == "sasl") {
+    let unconfigured = |scheme: &str| match scheme {
+        "sasl" => shared.sasl_users.is_none(),
+        "x509" => shared.client_tls.is_none(),
+        _ => false,
+    };
+    if !acl.iter().any(|a| unconfigured(&a.id.scheme)) {
         return Ok(());
     }
     checks_before_acl(&shared.published().tree)?;
@@ -362,7 +368,7 @@ fn create_op(
         return Err(ErrorCode::Unimplemented);
     }
     let mode = node_mode(op, requested)?;
-    refuse_sasl_acl(shared, &acl, |tree| {
+    refuse_unconfigured_acl(shared, &acl, |tree| {
         tree.create_checks_before_acl(session_id, &path, mode, ttl_ms)
             .map(drop)
     })?;

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use consensus::{Consensus, HandOff, PeerNetwork, Role, Snapshots};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tree::{DataTree, Txn, TxnOp};
 
 use crate::apply::{ApplyError, ApplyLoop};
@@ -25,6 +26,7 @@ use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
 use crate::throttle::{ConnectionThrottle, RequestGate};
+use crate::tls_listener::TlsService;
 use crate::watch::WatchRegistry;
 
 /// One raft tick: the leader heartbeats every tick. Standalone never holds
@@ -67,6 +69,8 @@ pub enum ServerError {
     },
     #[error("cannot read the JAAS file {path}: {reason}")]
     Jaas { path: PathBuf, reason: String },
+    #[error("TLS for clients: {0}")]
+    Tls(String),
     #[error("cannot load the newest snapshot: {0}")]
     Snapshot(String),
     #[error(transparent)]
@@ -96,6 +100,12 @@ pub async fn run(
             reason,
         })?,
         None => None,
+    };
+    let client_tls = match config.client_tls.enabled() {
+        true => Some(Arc::new(
+            TlsService::new(&config.client_tls).map_err(|e| ServerError::Tls(e.to_string()))?,
+        )),
+        false => None,
     };
     for warning in config.warnings() {
         tracing::warn!("{warning}");
@@ -152,6 +162,7 @@ pub async fn run(
         next_connection_id: AtomicU64::new(1),
         sockets_per_ip: Mutex::new(HashMap::new()),
         requests: Arc::new(request_gate(&config, server_id)),
+        client_tls,
         connection_throttle: ConnectionThrottle::new(config.limits.connection_throttle.clone()),
         stats: Stats::default(),
         quota_report: Default::default(),
@@ -180,17 +191,12 @@ pub async fn run(
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 
-    let listener = listen(&shared).await?;
-    on_listening(
-        listener
-            .local_addr()
-            .unwrap_or_else(|_| client_addr(&shared)),
-        Monitor::new(shared.clone()),
-    );
-    let acceptor = tokio::spawn(accept(shared.clone(), listener));
+    let listeners = ClientListeners::bind(&shared).await?;
+    on_listening(listeners.address(&shared), Monitor::new(shared.clone()));
+    let acceptors = listeners.spawn(&shared);
     tokio::select! {
         result = &mut apply_task => {
-            acceptor.abort();
+            acceptors.iter().for_each(JoinHandle::abort);
             return stopped(result);
         }
         () = caught_up(&shared) => {}
@@ -205,7 +211,7 @@ pub async fn run(
         result = &mut apply_task => stopped(result),
         () = shutdown => Ok(()),
     };
-    acceptor.abort();
+    acceptors.iter().for_each(JoinHandle::abort);
     leader_duties.abort();
     if shared.config.audit_enabled {
         crate::audit::server_stopping(&shared.server_user);
@@ -388,8 +394,72 @@ fn client_addr(shared: &Shared) -> SocketAddr {
     )
 }
 
-async fn listen(shared: &Shared) -> Result<TcpListener, ServerError> {
-    let addr = client_addr(shared);
+/// The client ports: `clientPort` (plain text, or either with
+/// `client.portUnification`) and `secureClientPort`.
+struct ClientListeners {
+    plain: Option<TcpListener>,
+    secure: Option<TcpListener>,
+}
+
+/// What an accepted connection speaks.
+#[derive(Clone, Copy)]
+enum Speaks {
+    PlainText,
+    Tls,
+    /// TLS if it opens with a TLS record, else plain text.
+    Either,
+}
+
+impl ClientListeners {
+    async fn bind(shared: &Shared) -> Result<Self, ServerError> {
+        let config = &shared.config;
+        let plain = match config.plain_client_port {
+            true => Some(bind(client_addr(shared)).await?),
+            false => None,
+        };
+        let secure = match config.client_tls.port {
+            Some(port) => {
+                let ip = config
+                    .client_tls
+                    .address
+                    .or(config.client_port_address)
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+                Some(bind(SocketAddr::new(ip, port)).await?)
+            }
+            None => None,
+        };
+        Ok(Self { plain, secure })
+    }
+
+    /// The address to report: the plain port's, else the secure one's.
+    fn address(&self, shared: &Shared) -> SocketAddr {
+        self.plain
+            .iter()
+            .chain(&self.secure)
+            .find_map(|l| l.local_addr().ok())
+            .unwrap_or_else(|| client_addr(shared))
+    }
+
+    fn spawn(self, shared: &Arc<Shared>) -> Vec<JoinHandle<()>> {
+        let plain_speaks = match shared.config.client_tls.port_unification {
+            true => Speaks::Either,
+            false => Speaks::PlainText,
+        };
+        let mut tasks = Vec::new();
+        if let Some(listener) = self.plain {
+            tasks.push(tokio::spawn(accept(shared.clone(), listener, plain_speaks)));
+        }
+        if let Some(listener) = self.secure {
+            tasks.push(tokio::spawn(accept(shared.clone(), listener, Speaks::Tls)));
+        }
+        if let Some(tls) = &shared.client_tls {
+            tasks.push(tokio::spawn(tls.clone().reload_changed_stores()));
+        }
+        tasks
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Listen { addr, source })
@@ -466,7 +536,7 @@ async fn caught_up(shared: &Shared) {
     }
 }
 
-async fn accept(shared: Arc<Shared>, listener: TcpListener) {
+async fn accept(shared: Arc<Shared>, listener: TcpListener, speaks: Speaks) {
     loop {
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -489,7 +559,11 @@ async fn accept(shared: Arc<Shared>, listener: TcpListener) {
         };
         let shared = shared.clone();
         tokio::spawn(async move {
-            crate::connection::serve(shared, stream, remote).await;
+            match (speaks, shared.client_tls.clone()) {
+                (Speaks::Tls, Some(tls)) => tls.serve(shared, stream, remote).await,
+                (Speaks::Either, Some(tls)) => tls.serve_unified(shared, stream, remote).await,
+                _ => crate::connection::serve(shared, stream, remote).await,
+            }
             drop(slot);
         });
     }

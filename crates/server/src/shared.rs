@@ -122,6 +122,9 @@ pub struct Shared {
     /// Requests in process and their limits.
     pub requests: Arc<crate::throttle::RequestGate>,
     pub connection_throttle: crate::throttle::ConnectionThrottle,
+    /// TLS for clients; `None` when neither `secureClientPort` nor
+    /// `client.portUnification` asks for it.
+    pub client_tls: Option<Arc<crate::tls_listener::TlsService>>,
     pub stats: Stats,
     pub quota_report: crate::quota_report::QuotaReport,
     /// The user the server runs as, which the audit log names.

@@ -35,6 +35,8 @@ pub struct ShellOptions {
     /// Log in with SASL DIGEST-MD5, as zkCli does with the `Client`
     /// section of its JAAS file.
     pub sasl: Option<Login>,
+    /// Connect with TLS (zkCli's `zookeeper.client.secure=true`).
+    pub tls: Option<Arc<client::rustls::ClientConfig>>,
 }
 
 impl Default for ShellOptions {
@@ -43,6 +45,7 @@ impl Default for ShellOptions {
             session_timeout: Duration::from_secs(30),
             session_events: true,
             sasl: None,
+            tls: None,
         }
     }
 }
@@ -173,6 +176,9 @@ impl Shell {
             .connect_timeout(self.options.session_timeout.min(CONNECT_TIMEOUT));
         if let Some(login) = &self.options.sasl {
             options = options.sasl_digest_md5(&login.username, &login.password);
+        }
+        if let Some(tls) = &self.options.tls {
+            options = options.tls(tls.clone());
         }
         let client = Client::connect(host, options)
             .await

@@ -47,6 +47,8 @@ pub struct Invocation {
     pub session_timeout: Duration,
     /// Log in with SASL DIGEST-MD5.
     pub sasl: Option<Login>,
+    /// Connect with TLS.
+    pub tls: Option<Arc<client::rustls::ClientConfig>>,
 }
 
 impl Default for Invocation {
@@ -57,6 +59,7 @@ impl Default for Invocation {
             words: Vec::new(),
             session_timeout: ShellOptions::default().session_timeout,
             sasl: None,
+            tls: None,
         }
     }
 }
@@ -96,6 +99,7 @@ pub fn run(invocation: Invocation) -> i32 {
         session_timeout: invocation.session_timeout,
         session_events: true,
         sasl: invocation.sasl.clone(),
+        tls: invocation.tls.clone(),
     };
     let code = if !invocation.commands.is_empty() || !invocation.words.is_empty() {
         let options = ShellOptions {

@@ -15,17 +15,18 @@ use jute::{Acl, ErrorCode, Id};
 pub type AclList = Arc<[Acl]>;
 
 /// Schemes whose ids `auth` ACLs expand to: those whose provider answers
-/// `isAuthenticated() == true` (digest, and SASL when configured, which is
-/// the only way a client gets a `sasl` id). `ip` answers false; `super` has
-/// no provider and is skipped.
-const AUTHENTICATED_SCHEMES: &[&str] = &["digest", "sasl"];
+/// `isAuthenticated() == true` (digest, SASL and x509 when configured, which
+/// is the only way a client gets a `sasl` or `x509` id). `ip` answers
+/// false; `super` has no provider and is skipped.
+const AUTHENTICATED_SCHEMES: &[&str] = &["digest", "sasl", "x509"];
 
 /// `ZooKeeperServer.checkACL`: may a client with `auth` ids do `perm`?
 ///
 /// An empty ACL admits everyone; a `super` id admits everything;
 /// `world:anyone` matches all; `ip` ids match by address and CIDR mask;
-/// `digest` ids match exactly; `sasl` ids match exactly or when the client
-/// is `sasl:super` (as `SASLAuthenticationProvider`, should one be set).
+/// `digest` and `x509` ids match exactly; `sasl` ids match exactly or when
+/// the client is `sasl:super` (as `SASLAuthenticationProvider`, should one
+/// be set).
 pub fn check_acl(acl: &[Acl], perm: i32, auth: &[Id]) -> bool {
     if acl.is_empty() || auth.iter().any(|id| id.scheme == "super") {
         return true;
@@ -50,6 +51,7 @@ fn scheme_matches(scheme: &str, id: &str, acl_expr: &str) -> bool {
         "digest" => id == acl_expr,
         "ip" => ip_matches(id, acl_expr),
         "sasl" => id == "super" || id == acl_expr,
+        "x509" => id == acl_expr,
         _ => false,
     }
 }
@@ -97,16 +99,16 @@ pub fn fixup_acl(acl: &[Acl], auth: &[Id]) -> Result<Vec<Acl>, ErrorCode> {
 
 /// `AuthenticationProvider.isValid` for the registered providers. `world`
 /// (other than `anyone`, handled by the caller), `super` and any other
-/// scheme have no provider, so ZooKeeper rejects them. `sasl` is valid here
-/// (`SASLAuthenticationProvider` accepts any id); a server without SASL
-/// configured refuses `sasl` ACLs before proposing, after the checks that
+/// scheme have no provider, so ZooKeeper rejects them. `sasl` and `x509`
+/// are valid here (their providers accept any id); a server without SASL
+/// or TLS configured refuses such ACLs before proposing, after the checks that
 /// come before this one (`DataTree::create_checks_before_acl`), as
 /// ZooKeeper does without that provider.
 fn id_is_valid(scheme: &str, id: &str) -> bool {
     match scheme {
         "digest" => digest_id_is_valid(id),
         "ip" => ip_id_is_valid(id),
-        "sasl" => true,
+        "sasl" | "x509" => true,
         _ => false,
     }
 }
@@ -473,7 +475,7 @@ mod tests {
             acl(1, "digest", "nocolon"),
             acl(1, "ip", "nohost"),
             acl(1, "super", ""),
-            acl(1, "x509", "CN=me"),
+            acl(1, "kerberos", "me"),
         ] {
             assert_eq!(
                 fixup_acl(std::slice::from_ref(&bad), &ids),
@@ -482,6 +484,11 @@ mod tests {
             );
         }
         let sasl = acl(1, "sasl", "me");
+        assert_eq!(
+            fixup_acl(&[acl(1, "x509", "CN=me")], &ids),
+            Ok(vec![acl(1, "x509", "CN=me")]),
+            "x509 ids are checked by the server against its configuration"
+        );
         assert_eq!(
             fixup_acl(std::slice::from_ref(&sasl), &ids),
             Ok(vec![sasl.clone()]),

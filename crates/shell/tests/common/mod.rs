@@ -147,6 +147,7 @@ impl TestShell {
             session_timeout: Duration::from_secs(10),
             session_events: true,
             sasl: None,
+            tls: None,
         };
         let mut shell = Shell::new(&server.connect_string(), options, Arc::new(events.clone()));
         shell
