@@ -261,3 +261,116 @@ def test_x509_acls_are_invalid_without_tls(zk):
     with pytest.raises(InvalidACLError):
         zk.create(f"/x509-{uuid.uuid4().hex[:8]}", b"",
                   acl=[make_acl("x509", "CN=alice,O=Paddock,C=US", all=True)])
+
+
+# ---------------------------------------------------------------- between servers
+
+def quorum_keys(pki, **extra):
+    keys = {"ssl.quorum.keyStore.location": str(pki.server.keystore),
+            "ssl.quorum.trustStore.location": str(pki.ca.truststore)}
+    keys.update(extra)
+    return keys
+
+
+def peer_port_speaks_tls(member, pki) -> str:
+    """"" when the member's peer port completes a TLS handshake with a
+    certificate its trust store accepts, else why not."""
+    context = ssl.create_default_context(cafile=str(pki.ca.truststore))
+    context.load_cert_chain(str(pki.server.certfile), str(pki.server.keyfile))
+    try:
+        with socket.create_connection((HOST, member.peer_port), timeout=5) as sock:
+            with context.wrap_socket(sock, server_hostname=HOST):
+                return ""
+    except (ssl.SSLError, OSError) as e:
+        return repr(e)
+
+
+def plain_hello_refused(member) -> bool:
+    """A plain-text hello on the peer port gets no answer."""
+    with socket.create_connection((HOST, member.peer_port), timeout=5) as sock:
+        sock.sendall(b"PDKp" + bytes(18))
+        sock.settimeout(5)
+        try:
+            return sock.recv(64)[:4] != b"PDKp"
+        except (ConnectionResetError, socket.timeout):
+            return True
+
+
+@pytest.mark.paddock_only("ensembles are Paddock's (tests/e2e/ensemble.py)")
+def test_an_ensemble_replicates_over_tls(tmp_path, pki):
+    from ensemble import Ensemble
+    with Ensemble(tmp_path / "ens", voters=3,
+                  config=quorum_keys(pki, sslQuorum="true")) as ens:
+        ens.start()
+        leader = ens.leader()
+        writer = ens.client(leader)
+        writer.create("/over-tls", b"replicated")
+        for member in ens.followers():
+            reader = ens.client(member)
+            reader.sync("/over-tls")
+            assert reader.get("/over-tls")[0] == b"replicated"
+            assert peer_port_speaks_tls(member, pki) == ""
+            assert plain_hello_refused(member)
+
+
+@pytest.mark.paddock_only("ensembles are Paddock's (tests/e2e/ensemble.py)")
+def test_a_rolling_switch_to_tls_loses_no_write(tmp_path, pki):
+    """ZooKeeper's procedure: every server takes both (portUnification),
+    then each in turn dials with TLS (sslQuorum), then each in turn stops
+    taking plain text; one server restarts at a time, under writes."""
+    import threading
+    from ensemble import Ensemble
+    with Ensemble(tmp_path / "ens", voters=3,
+                  config=quorum_keys(pki, portUnification="true")) as ens:
+        ens.start()
+        writer = ens.client(all_hosts=True)
+        writer.create("/rolling", b"")
+        stop = threading.Event()
+        acknowledged = []
+
+        def write():
+            while not stop.is_set():
+                try:
+                    path = writer.create("/rolling/w-", b"", sequence=True)
+                    acknowledged.append(path)
+                except Exception:
+                    time.sleep(0.05)  # a ConnectionLoss the client retries
+
+        thread = threading.Thread(target=write)
+        thread.start()
+        try:
+            for step in ({"sslQuorum": "true"}, {"portUnification": "false"}):
+                for member in ens.members:
+                    member.extra_config.update(step)
+                    member.restart()
+                    ens.wait_all_serving()
+                    time.sleep(0.5)
+        finally:
+            stop.set()
+            thread.join()
+        assert len(acknowledged) > 10
+        for member in ens.members:
+            assert peer_port_speaks_tls(member, pki) == ""
+            assert plain_hello_refused(member)
+            reader = ens.client(member)
+            reader.sync("/rolling")
+            children = set(reader.get_children("/rolling"))
+            missing = [p for p in acknowledged if p.rsplit("/", 1)[1] not in children]
+            assert missing == [], f"{member.name} lost acknowledged writes"
+
+
+@pytest.mark.paddock_only("ensembles are Paddock's (tests/e2e/ensemble.py)")
+def test_a_server_with_an_untrusted_certificate_cannot_join(tmp_path, pki):
+    from ensemble import Ensemble
+    rogue = {"ssl.quorum.keyStore.location": str(pki.rogue.keystore)}
+    with Ensemble(tmp_path / "ens", voters=3,
+                  config=quorum_keys(pki, sslQuorum="true")) as ens:
+        trusted, outsider = ens.members[:2], ens.members[2]
+        outsider.extra_config.update(rogue)
+        for member in ens.members:
+            member.spawn()
+        ens.wait_all_serving(members=trusted)
+        time.sleep(3)
+        assert outsider.mode() is None, "a server its peers do not trust must not serve"
+        writer = ens.client(trusted[0])
+        writer.create("/without-the-outsider", b"")

@@ -10,13 +10,13 @@ use tokio::io::AsyncWriteExt;
 
 use crate::options::SaslLogin;
 use crate::session::{read_frame, Attempt};
-use crate::transport::Stream;
+use tls::MaybeTls;
 
 /// Runs the exchange on `stream`, whose unread input is in `buf`; `xids`
 /// numbers the packets. Ends in `Attempt::SaslFailed` when the server
 /// refuses us or we refuse the server, as both end ZooKeeper's client.
 pub(crate) async fn authenticate(
-    stream: &mut Stream,
+    stream: &mut MaybeTls,
     buf: &mut BytesMut,
     login: &SaslLogin,
     mut xids: impl FnMut() -> i32,
@@ -35,7 +35,7 @@ pub(crate) async fn authenticate(
     }
 }
 
-async fn send(stream: &mut Stream, xid: i32, token: Vec<u8>) -> Result<(), Attempt> {
+async fn send(stream: &mut MaybeTls, xid: i32, token: Vec<u8>) -> Result<(), Attempt> {
     let mut out = BytesMut::new();
     encode_frame(&mut out, |buf| {
         RequestHeader {
@@ -56,7 +56,7 @@ async fn send(stream: &mut Stream, xid: i32, token: Vec<u8>) -> Result<(), Attem
 
 /// The server's token in answer to packet `xid`.
 async fn receive(
-    stream: &mut Stream,
+    stream: &mut MaybeTls,
     buf: &mut BytesMut,
     xid: i32,
     max_frame_bytes: usize,

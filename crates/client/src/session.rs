@@ -55,8 +55,9 @@ use crate::options::{AuthData, ConnectOptions, ConnectString, SaslLogin};
 use crate::reader::{InFlight, Pending, PendingAuth, ReadEnd, Reader, Reply};
 use crate::sasl_auth;
 use crate::state::{lock, SessionInfo, SessionState, Shared};
-use crate::transport::{Stream, WriteHalf};
+use crate::transport::WriteHalf;
 use crate::watch::{WatchPaths, WatchRegistration};
+use tls::MaybeTls;
 
 /// Requests (and auth packets) written and not yet answered. Beyond this
 /// the writer waits for replies: it bounds the client's memory for a server
@@ -351,10 +352,10 @@ impl SessionTask {
     async fn handshake(
         &mut self,
         host: &(String, u16),
-    ) -> Result<(Stream, ConnectResponse, BytesMut), Attempt> {
+    ) -> Result<(MaybeTls, ConnectResponse, BytesMut), Attempt> {
         let failed =
             |what: &str, e: &dyn std::fmt::Display| Attempt::Failed(format!("{what}: {e}"));
-        let mut stream = Stream::connect(&host.0, host.1, self.tls.as_ref())
+        let mut stream = crate::transport::connect(&host.0, host.1, self.tls.as_ref())
             .await
             .map_err(Attempt::Failed)?;
         let session = self.shared.session();
@@ -705,7 +706,7 @@ async fn teardown(mut conn: Connection) {
 
 /// The next frame from `stream`, whose unread input is in `buf`.
 pub(crate) async fn read_frame(
-    stream: &mut Stream,
+    stream: &mut MaybeTls,
     buf: &mut BytesMut,
     max_frame_bytes: usize,
 ) -> Result<Bytes, String> {

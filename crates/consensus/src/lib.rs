@@ -54,4 +54,4 @@ pub use peers::PeerNetwork;
 pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{log_dir, snapshot_dir, SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
-pub use transport::{TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};
+pub use transport::{PeerTls, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

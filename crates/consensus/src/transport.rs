@@ -53,7 +53,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use protobuf::Message as _;
 use raft::prelude::{Message, MessageType};
 use rand::Rng;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tls::rustls::pki_types::ServerName;
+use tls::MaybeTls;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -106,6 +108,9 @@ const HANDSHAKES_PENDING_MAX: usize = 16;
 /// Pause after a failed `accept` (out of file descriptors, say), so the
 /// listener survives it without spinning.
 const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+/// The first byte of a TLS handshake record, which a peer's hello (it
+/// starts with `MAGIC`) never is: how a unified peer port tells the two.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
 const _: () = assert!(HELLO_BYTES == MAGIC.len() + 2 + 8 + 8);
 const _: () = assert!(0 < BACKOFF_MS_MIN && BACKOFF_MS_MIN <= BACKOFF_MS_MAX);
@@ -153,6 +158,23 @@ pub struct TransportConfig {
     pub frame_bytes_max: usize,
     /// Messages queued per peer before sends to it are refused.
     pub queue_frames_max: usize,
+    /// TLS between servers; `None` for plain text only.
+    pub tls: Option<PeerTls>,
+}
+
+/// TLS on the peer port, as ZooKeeper's `sslQuorum` and `portUnification`
+/// ask for it. Both ends check the other's certificate against their trust
+/// store; the dialling end also checks it names the address it dialled,
+/// unless the configuration says otherwise.
+#[derive(Debug, Clone)]
+pub struct PeerTls {
+    /// Dial peers with TLS (`sslQuorum=true`); plain text when `None`.
+    pub dial: Option<Arc<tls::rustls::ClientConfig>>,
+    /// Accept TLS from peers.
+    pub accept: Arc<tls::rustls::ServerConfig>,
+    /// Accept plain text too (`portUnification=true`): how an ensemble
+    /// moves to TLS one server at a time.
+    pub accept_plain: bool,
 }
 
 /// The default limits, no peers, and id 0, which `start` refuses: set `id`,
@@ -172,6 +194,7 @@ impl TransportConfig {
             peers,
             frame_bytes_max: FRAME_BYTES_MAX_DEFAULT,
             queue_frames_max: QUEUE_FRAMES_MAX_DEFAULT,
+            tls: None,
         }
     }
 
@@ -292,6 +315,7 @@ impl Transport {
                 id: config.id,
                 peer,
                 addr,
+                dial_tls: config.tls.as_ref().and_then(|tls| tls.dial.clone()),
                 connected: connected.clone(),
                 token: token.clone(),
                 _alive: alive.clone(),
@@ -304,6 +328,12 @@ impl Transport {
             peers: config.peers.keys().copied().collect(),
             frame_bytes_max: config.frame_bytes_max,
             deliver: Box::new(deliver),
+            tls: config.tls.as_ref().map(|tls| {
+                (
+                    tokio_rustls::TlsAcceptor::from(tls.accept.clone()),
+                    tls.accept_plain,
+                )
+            }),
             token: token.clone(),
             live: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
@@ -494,6 +524,8 @@ enum PeerError {
     Unexpected,
     #[error("a write made no progress for {0:?}")]
     WriteStalled(Duration),
+    #[error("TLS: {0}")]
+    Tls(io::Error),
 }
 
 /// The first bytes each side sends.
@@ -530,7 +562,7 @@ impl Hello {
         })
     }
 
-    async fn read(stream: &mut TcpStream) -> Result<Hello, PeerError> {
+    async fn read(stream: &mut (impl AsyncRead + Unpin)) -> Result<Hello, PeerError> {
         let mut bytes = [0; HELLO_BYTES];
         stream.read_exact(&mut bytes).await?;
         Hello::decode(&bytes)
@@ -697,6 +729,8 @@ struct Link {
     id: u64,
     peer: u64,
     addr: SocketAddr,
+    /// TLS to dial with (`sslQuorum`).
+    dial_tls: Option<Arc<tls::rustls::ClientConfig>>,
     connected: Arc<AtomicBool>,
     token: CancellationToken,
     /// Dropped when the task ends; see `Inner::tasks_alive`.
@@ -772,9 +806,20 @@ impl Link {
         }
     }
 
-    async fn connect(&self) -> Result<TcpStream, PeerError> {
-        let mut stream = TcpStream::connect(self.addr).await?;
-        stream.set_nodelay(true)?;
+    async fn connect(&self) -> Result<MaybeTls, PeerError> {
+        let tcp = TcpStream::connect(self.addr).await?;
+        tcp.set_nodelay(true)?;
+        let mut stream = match &self.dial_tls {
+            None => MaybeTls::Plain(tcp),
+            Some(config) => {
+                let name = ServerName::IpAddress(self.addr.ip().into());
+                let tls = tokio_rustls::TlsConnector::from(config.clone())
+                    .connect(name, tcp)
+                    .await
+                    .map_err(PeerError::Tls)?;
+                MaybeTls::Client(Box::new(tls))
+            }
+        };
         let hello = Hello {
             from: self.id,
             to: self.peer,
@@ -800,10 +845,10 @@ impl Link {
     /// transport stops (`Ok`).
     async fn pump(
         &self,
-        stream: TcpStream,
+        stream: MaybeTls,
         queue: &mut mpsc::Receiver<Outbound>,
     ) -> Result<(), PeerError> {
-        let (mut reader, mut writer) = stream.into_split();
+        let (mut reader, mut writer) = stream.split();
         let mut out = Vec::new();
         let mut probe = [0u8; 1];
         loop {
@@ -872,6 +917,8 @@ struct Acceptor {
     peers: HashSet<u64>,
     frame_bytes_max: usize,
     deliver: Box<dyn Fn(Inbound) + Send + Sync>,
+    /// TLS to accept with, and whether plain text is accepted too.
+    tls: Option<(tokio_rustls::TlsAcceptor, bool)>,
     token: CancellationToken,
     /// Each peer's live inbound connection (its generation and token), so
     /// that a newer one closes it. A std mutex: held for one insert or
@@ -950,18 +997,18 @@ impl Acceptor {
     /// peer replaced this one, or the transport stopped.
     async fn read_connection(
         &self,
-        mut stream: TcpStream,
+        tcp: TcpStream,
         peer: &mut Option<u64>,
         permit: OwnedSemaphorePermit,
     ) -> Result<(), PeerError> {
-        let from = tokio::select! {
+        let (from, mut stream) = tokio::select! {
             biased;
             // Cancel safety: `cancelled` only waits; it fires on shutdown.
             () = self.token.cancelled() => return Ok(()),
-            // Cancel safety: a half-read hello is abandoned with its
+            // Cancel safety: a half-done handshake is abandoned with its
             // connection.
-            from = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.handshake(&mut stream)) => {
-                from.map_err(|_| PeerError::HandshakeTimeout(HANDSHAKE_TIMEOUT))??
+            opened = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.open(tcp)) => {
+                opened.map_err(|_| PeerError::HandshakeTimeout(HANDSHAKE_TIMEOUT))??
             }
         };
         *peer = Some(from);
@@ -985,9 +1032,33 @@ impl Acceptor {
         }
     }
 
+    /// TLS as configured, then the hello: the peer's id and the stream.
+    async fn open(&self, tcp: TcpStream) -> Result<(u64, MaybeTls), PeerError> {
+        tcp.set_nodelay(true)?;
+        let mut stream = self.upgrade(tcp).await?;
+        let from = self.handshake(&mut stream).await?;
+        Ok((from, stream))
+    }
+
+    /// The TLS handshake when the peer port takes TLS; with
+    /// `portUnification`, only when the peer opens with a TLS record.
+    async fn upgrade(&self, tcp: TcpStream) -> Result<MaybeTls, PeerError> {
+        let Some((acceptor, accept_plain)) = &self.tls else {
+            return Ok(MaybeTls::Plain(tcp));
+        };
+        if *accept_plain {
+            let mut first = [0u8; 1];
+            let opens_tls = tcp.peek(&mut first).await? == 1 && first[0] == TLS_HANDSHAKE_RECORD;
+            if !opens_tls {
+                return Ok(MaybeTls::Plain(tcp));
+            }
+        }
+        let tls = acceptor.accept(tcp).await.map_err(PeerError::Tls)?;
+        Ok(MaybeTls::Server(Box::new(tls)))
+    }
+
     /// Reads and checks the peer's hello, answers it; returns the peer's id.
-    async fn handshake(&self, stream: &mut TcpStream) -> Result<u64, PeerError> {
-        stream.set_nodelay(true)?;
+    async fn handshake(&self, stream: &mut MaybeTls) -> Result<u64, PeerError> {
         let hello = Hello::read(stream).await?;
         if !self.peers.contains(&hello.from) {
             return Err(PeerError::UnknownPeer(hello.from));
@@ -1096,7 +1167,7 @@ impl Drop for InboundSlot<'_> {
 
 /// The next frame: `Ok(None)` on a clean end between frames.
 async fn next_frame(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncRead + Unpin),
     buf: &mut BytesMut,
     frame_bytes_max: usize,
 ) -> Result<Option<(u8, Bytes)>, PeerError> {

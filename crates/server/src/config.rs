@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::client_tls::ClientTls;
 use crate::load_limits::LoadLimits;
+use crate::tls_config::{ClientTls, QuorumTls};
 
 /// ZooKeeper's default `jute.maxbuffer`: 1 MiB less one byte's worth of
 /// headroom, as `0xfffff`.
@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub plain_client_port: bool,
     /// TLS for clients: `secureClientPort`, `client.portUnification`, `ssl.*`.
     pub client_tls: ClientTls,
+    /// TLS between servers: `sslQuorum`, `portUnification`, `ssl.quorum.*`.
+    pub quorum_tls: QuorumTls,
     pub data_dir: PathBuf,
     /// Where the write-ahead log lives; `data_dir` unless set.
     pub data_log_dir: PathBuf,
@@ -214,6 +216,7 @@ impl Default for ServerConfig {
             limits: LoadLimits::default(),
             plain_client_port: true,
             client_tls: ClientTls::default(),
+            quorum_tls: QuorumTls::default(),
             ignored_keys: Vec::new(),
             initial_configuration: String::new(),
         }
@@ -287,6 +290,7 @@ impl ServerConfig {
             let key = raw_key.strip_prefix("zookeeper.").unwrap_or(raw_key);
             if config.limits.set(key, raw_key, value)?
                 || config.client_tls.set(key, raw_key, value)?
+                || config.quorum_tls.set(key, raw_key, value)?
             {
                 continue;
             }

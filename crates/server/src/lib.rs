@@ -14,7 +14,9 @@
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
 //! - `monitor`: what the server publishes about itself, as data;
 //!   `four_letter`: `ruok`, `srvr`, `mntr` and the rest, from it.
-//! - `client_tls`, `tls_listener`: TLS for clients, configured and served.
+//! - `tls_config`, `tls_listener`: TLS for clients and between servers,
+//!   configured, and served to clients (the peer port's is the consensus
+//!   transport's).
 //! - `config`: `zoo.cfg`; `load_limits`: its limits on load, which
 //!   `throttle` applies to requests and new connections.
 //! - `reply`, `stats`: reply frames and counters.
@@ -24,7 +26,6 @@
 mod apply;
 mod audit;
 mod auth;
-mod client_tls;
 mod config;
 mod connection;
 mod ensemble;
@@ -43,6 +44,7 @@ mod shared;
 mod snapshot_schedule;
 mod stats;
 mod throttle;
+mod tls_config;
 mod tls_listener;
 mod watch;
 

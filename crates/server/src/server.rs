@@ -69,7 +69,7 @@ pub enum ServerError {
     },
     #[error("cannot read the JAAS file {path}: {reason}")]
     Jaas { path: PathBuf, reason: String },
-    #[error("TLS for clients: {0}")]
+    #[error("TLS: {0}")]
     Tls(String),
     #[error("cannot load the newest snapshot: {0}")]
     Snapshot(String),
@@ -103,7 +103,8 @@ pub async fn run(
     };
     let client_tls = match config.client_tls.enabled() {
         true => Some(Arc::new(
-            TlsService::new(&config.client_tls).map_err(|e| ServerError::Tls(e.to_string()))?,
+            TlsService::new(&config.client_tls)
+                .map_err(|e| ServerError::Tls(format!("for clients: {e}")))?,
         )),
         false => None,
     };
@@ -331,14 +332,16 @@ async fn start_peer_transport(
     network: &Arc<PeerNetwork>,
 ) -> Result<(), ServerError> {
     let (notes_tx, notes) = mpsc::unbounded_channel();
+    let mut transport = ensemble.transport_config();
+    transport.tls = shared
+        .config
+        .quorum_tls
+        .peer_tls()
+        .map_err(|e| ServerError::Tls(format!("between servers: {e}")))?;
     network
-        .start(
-            ensemble.transport_config(),
-            shared.consensus.clone(),
-            move |from, payload| {
-                let _ = notes_tx.send((from, payload));
-            },
-        )
+        .start(transport, shared.consensus.clone(), move |from, payload| {
+            let _ = notes_tx.send((from, payload));
+        })
         .await
         .map_err(|source| ServerError::Listen {
             addr: ensemble.listen,

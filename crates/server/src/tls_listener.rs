@@ -15,8 +15,8 @@ use jute::Id;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 
-use crate::client_tls::ClientTls;
 use crate::shared::Shared;
+use crate::tls_config::ClientTls;
 
 /// How often the stores' files are checked for changes.
 const RELOAD_CHECK_INTERVAL: Duration = Duration::from_secs(2);

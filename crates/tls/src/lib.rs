@@ -8,6 +8,7 @@
 //! - `server`, `client`: rustls configurations from the settings: client
 //!   authentication as `ssl.clientAuth` asks, protocols and cipher suites
 //!   by their Java names, hostname verification that can be turned off.
+//! - `stream`: [`MaybeTls`], plain TCP or TLS, split into boxed halves.
 //! - `subject`: a certificate's subject as Java's
 //!   `X500Principal.getName()` prints it (RFC 2253), which ZooKeeper's
 //!   `x509` ACL scheme matches.
@@ -20,6 +21,7 @@ mod der;
 mod server;
 mod settings;
 mod store;
+mod stream;
 mod subject;
 
 pub use client::client_config;
@@ -27,6 +29,7 @@ pub use rustls;
 pub use server::{peer_subject, server_config};
 pub use settings::{ClientAuth, StoreSpec, StoreType, TlsSettings};
 pub use store::{load_identity, load_trust, Identity};
+pub use stream::{MaybeTls, ReadHalf, WriteHalf};
 pub use subject::subject_name;
 
 /// Why TLS could not be set up, for the operator who must fix it.

@@ -1,9 +1,15 @@
-//! TLS for clients, configured with ZooKeeper's keys: `secureClientPort`
-//! (beside `clientPort`, or instead of it when `clientPort` is absent),
-//! `secureClientPortAddress`, `client.portUnification` (TLS and plain text
-//! on `clientPort` alike), the `ssl.*` keys (the `tls` crate's
-//! `TlsSettings`) and `X509AuthenticationProvider.superUser`. The listener
-//! that uses them is `tls_listener`.
+//! TLS, configured with ZooKeeper's keys.
+//!
+//! For clients ([`ClientTls`]): `secureClientPort` (beside `clientPort`, or
+//! instead of it when `clientPort` is absent), `secureClientPortAddress`,
+//! `client.portUnification` (TLS and plain text on `clientPort` alike), the
+//! `ssl.*` keys (the `tls` crate's `TlsSettings`) and
+//! `X509AuthenticationProvider.superUser`; `tls_listener` serves them.
+//!
+//! Between servers ([`QuorumTls`]): `sslQuorum`, `portUnification` (the
+//! peer port takes TLS and plain text, to switch an ensemble over one
+//! server at a time) and the `ssl.quorum.*` keys; the consensus
+//! transport's `PeerTls` carries them out.
 
 use std::net::IpAddr;
 
@@ -32,6 +38,61 @@ const BUILT_IN_PROVIDERS: &[&str] = &[
     "org.apache.zookeeper.server.auth.IPAuthenticationProvider",
 ];
 
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct QuorumTls {
+    /// `sslQuorum`: dial peers with TLS, and take only TLS unless
+    /// `port_unification`.
+    pub ssl_quorum: bool,
+    /// `portUnification`: the peer port takes TLS and plain text.
+    pub port_unification: bool,
+    pub settings: tls::TlsSettings,
+}
+
+impl QuorumTls {
+    /// Takes `key` (without its `zookeeper.` prefix) if it is one of these;
+    /// `Ok(false)` if not.
+    pub fn set(&mut self, key: &str, raw_key: &str, value: &str) -> Result<bool, ConfigError> {
+        match key {
+            "sslQuorum" => self.ssl_quorum = boolean(raw_key, value)?,
+            "portUnification" => self.port_unification = boolean(raw_key, value)?,
+            _ => match key.strip_prefix("ssl.quorum.") {
+                Some(ssl_key) => return tls_setting(&mut self.settings, ssl_key, raw_key, value),
+                None => return Ok(false),
+            },
+        }
+        Ok(true)
+    }
+
+    /// The peer transport's TLS; `None` when the peer port is plain text.
+    pub fn peer_tls(&self) -> Result<Option<consensus::PeerTls>, tls::TlsError> {
+        if !self.ssl_quorum && !self.port_unification {
+            return Ok(None);
+        }
+        let dial = match self.ssl_quorum {
+            true => Some(tls::client_config(&self.settings)?),
+            false => None,
+        };
+        Ok(Some(consensus::PeerTls {
+            dial,
+            accept: tls::server_config(&self.settings)?,
+            accept_plain: !self.ssl_quorum || self.port_unification,
+        }))
+    }
+}
+
+/// One `ssl.*` key into `settings`, its errors in zoo.cfg's terms.
+fn tls_setting(
+    settings: &mut tls::TlsSettings,
+    ssl_key: &str,
+    raw_key: &str,
+    value: &str,
+) -> Result<bool, ConfigError> {
+    settings.set(ssl_key, raw_key, value).map_err(|e| match e {
+        tls::TlsError::Setting { key, value, reason } => invalid(&key, &value, reason),
+        other => invalid(raw_key, value, other.to_string()),
+    })
+}
+
 impl ClientTls {
     /// Whether clients can connect with TLS at all.
     pub fn enabled(&self) -> bool {
@@ -56,15 +117,7 @@ impl ClientTls {
                 if ssl_key.starts_with("quorum.") {
                     return Ok(false);
                 }
-                return self
-                    .settings
-                    .set(ssl_key, raw_key, value)
-                    .map_err(|e| match e {
-                        tls::TlsError::Setting { key, value, reason } => {
-                            invalid(&key, &value, reason)
-                        }
-                        other => invalid(raw_key, value, other.to_string()),
-                    });
+                return tls_setting(&mut self.settings, ssl_key, raw_key, value);
             }
         }
         Ok(true)
@@ -107,5 +160,22 @@ mod tests {
             assert!(!t.set(key, key, "x").unwrap(), "{key}");
         }
         assert!(t.set("ssl.clientAuth", "ssl.clientAuth", "bad").is_err());
+    }
+
+    #[test]
+    fn quorum_keys_and_what_the_peer_port_takes() {
+        let mut q = QuorumTls::default();
+        assert!(q.peer_tls().unwrap().is_none(), "plain text by default");
+        for (key, value) in [
+            ("sslQuorum", "true"),
+            ("portUnification", "true"),
+            ("ssl.quorum.clientAuth", "need"),
+        ] {
+            assert!(q.set(key, key, value).unwrap(), "{key}");
+        }
+        assert!(q.ssl_quorum && q.port_unification);
+        assert!(!q.set("ssl.clientAuth", "ssl.clientAuth", "need").unwrap());
+        // Without a key store the peer port cannot take TLS.
+        assert!(q.peer_tls().is_err());
     }
 }
