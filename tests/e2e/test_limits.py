@@ -128,3 +128,30 @@ def test_past_the_outstanding_limit_a_busy_connection_waits_and_others_do_not(
     assert mntr(s)["zk_outstanding_requests"] == "0"
     busy.close()
     other.close()
+
+
+def test_large_requests_past_their_maximum_close_the_connection(server_factory):
+    # Requests over 1000 bytes are large; 3000 bytes of them at once at most.
+    s = server_factory({"largeRequestThreshold": "1000", "largeRequestMaxBytes": "3000"})
+    c = RawClient(s.host, s.port)
+    assert c.create("/large", b"")[0] == 0
+    body = Writer().string("/large").buffer(b"v" * 2000).int(-1).bytes()
+    xids = [c.submit(Op.setData, body) for _ in range(10)]
+    errors = []
+    for xid in xids:
+        try:
+            errors.append(c.wait_reply(xid, timeout=30).err)
+        except ConnectionError:
+            break
+    # The second is past the maximum while the first is in process: the
+    # connection closes at once, the first one's answer with it.
+    assert c.wait_closed(10), "one past the maximum closes the connection"
+    assert errors in ([], [0]), errors
+    assert int(mntr(s)["zk_large_requests_rejected"]) >= 1
+    # Small requests are not large; the server serves on, the first large
+    # request applied.
+    other = RawClient(s.host, s.port)
+    err, stat = other.exists("/large")
+    assert err == 0 and stat.version >= 1
+    assert other.set_data("/large", b"small")[0] == 0
+    other.close()

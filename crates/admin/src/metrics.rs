@@ -69,7 +69,8 @@ fn zookeeper_kind(name: &str) -> Option<Kind> {
         | "request_throttle_wait_count"
         | "stale_requests"
         | "stale_requests_dropped"
-        | "throttled_ops" => Some(Kind::Counter),
+        | "throttled_ops"
+        | "large_requests_rejected" => Some(Kind::Counter),
         _ => None,
     }
 }

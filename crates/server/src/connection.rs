@@ -504,6 +504,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             .fetch_add(1, Ordering::Relaxed);
         handle.received.fetch_add(1, Ordering::Relaxed);
         shared.sessions.touch(session.session_id, Instant::now());
+        let frame_bytes = frame.len();
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(&mut r)?;
         let request = match Request::decode(header.op, &mut r) {
@@ -557,13 +558,20 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
                 step
             }
-            request => match admit(conn, header.xid, &request, arrived).await {
+            request => match admit(conn, header.xid, &request, arrived, frame_bytes).await {
                 Admitted::Run(counted) => {
                     in_process = counted;
                     pipeline::step(shared, &session, header.xid, request)
                 }
                 Admitted::Refused(reply) => Step::Reply(reply),
                 Admitted::Dropped => continue,
+                Admitted::TooLarge => {
+                    // At once, as ZooKeeper closes it: answers not yet
+                    // written are lost with the connection.
+                    tracing::info!(remote = %handle.remote, bytes = frame_bytes, "closing the connection: its large request would pass largeRequestMaxBytes");
+                    token.cancel();
+                    return Ok(());
+                }
             },
         };
         let step = match schedule(conn, &session, step) {
@@ -603,19 +611,30 @@ enum Admitted {
     Refused(Bytes),
     /// Its connection closed while it was held: forget it.
     Dropped,
+    /// A large request past `largeRequestMaxBytes`: close the connection.
+    TooLarge,
 }
 
 /// Passes a request through the request throttler and counts it in
 /// process. A request held past `throttled_op_wait_time` is answered
 /// `Throttled` without running, except a closeSession, as in ZooKeeper.
-async fn admit(conn: &Connection, xid: i32, request: &Request, arrived: Instant) -> Admitted {
+async fn admit(
+    conn: &Connection,
+    xid: i32,
+    request: &Request,
+    arrived: Instant,
+    bytes: usize,
+) -> Admitted {
     if xid <= 0 {
         return Admitted::Run(None);
     }
     let requests = &conn.shared.requests;
     let throttlable = !matches!(request, Request::CloseSession);
     match requests.admit(&conn.token, throttlable, arrived).await {
-        Admission::Run => Admitted::Run(Some(requests.enter(&conn.in_process))),
+        Admission::Run => match requests.enter(&conn.in_process, bytes) {
+            Some(counted) => Admitted::Run(Some(counted)),
+            None => Admitted::TooLarge,
+        },
         Admission::Throttled => Admitted::Refused(reply::header_only(
             xid,
             conn.shared.last_zxid(),

@@ -10,6 +10,9 @@
 //! - `connection_throttle_*`: ZooKeeper's BlueThrottle, a token bucket
 //!   on new connections with optional random early drops.
 //! - `maxCnxns` (0: unlimited): connections to this server in all.
+//! - `largeRequestThreshold` (-1: off) and `largeRequestMaxBytes` (100 MiB):
+//!   requests over the threshold may hold at most that many bytes in
+//!   process together; past it, the connection that sent one is closed.
 //!
 //! The runtime halves are `throttle::RequestGate` and
 //! `throttle::ConnectionThrottle`.
@@ -22,6 +25,11 @@ pub struct LoadLimits {
     pub global_outstanding_limit: i64,
     /// `maxCnxns`: connections in all; 0 for no limit.
     pub max_cnxns: usize,
+    /// `largeRequestThreshold`: a request of more bytes is large; -1 for
+    /// none.
+    pub large_request_threshold: i64,
+    /// `largeRequestMaxBytes`: bytes of large requests in process at once.
+    pub large_request_max_bytes: i64,
     pub request_throttle: RequestThrottleConfig,
     pub connection_throttle: ConnectionThrottleConfig,
 }
@@ -31,11 +39,16 @@ impl Default for LoadLimits {
         Self {
             global_outstanding_limit: 1000,
             max_cnxns: 0,
+            large_request_threshold: -1,
+            large_request_max_bytes: LARGE_REQUEST_MAX_BYTES_DEFAULT,
             request_throttle: RequestThrottleConfig::default(),
             connection_throttle: ConnectionThrottleConfig::default(),
         }
     }
 }
+
+/// ZooKeeper's default `largeRequestMaxBytes`: 100 MiB.
+const LARGE_REQUEST_MAX_BYTES_DEFAULT: i64 = 100 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestThrottleConfig {
@@ -153,6 +166,20 @@ impl LoadLimits {
         match key {
             "globalOutstandingLimit" => self.global_outstanding_limit = integer(raw_key, value)?,
             "maxCnxns" => self.max_cnxns = number(raw_key, value)?,
+            // As ZooKeeper: 0 and values below -1 mean off, a maximum that is
+            // not positive means the default.
+            "largeRequestThreshold" => {
+                let threshold = integer(raw_key, value)?;
+                self.large_request_threshold = if threshold > 0 { threshold } else { -1 };
+            }
+            "largeRequestMaxBytes" => {
+                let max = integer(raw_key, value)?;
+                self.large_request_max_bytes = if max > 0 {
+                    max
+                } else {
+                    LARGE_REQUEST_MAX_BYTES_DEFAULT
+                };
+            }
             "request_throttle_max_requests" => request.max_requests = number(raw_key, value)?,
             "request_throttle_stall_time" => request.stall_time_ms = number(raw_key, value)?,
             "request_throttle_drop_stale" => request.drop_stale = boolean(raw_key, value)?,
@@ -240,6 +267,8 @@ mod tests {
         let l = limits(&[
             ("globalOutstandingLimit", "10"),
             ("maxCnxns", "5"),
+            ("largeRequestThreshold", "0"),
+            ("largeRequestMaxBytes", "-5"),
             ("request_throttle_max_requests", "3"),
             ("request_throttle_stall_time", "20"),
             ("request_throttle_drop_stale", "false"),
@@ -251,6 +280,8 @@ mod tests {
         .unwrap();
         assert_eq!(l.global_outstanding_limit, 10);
         assert_eq!(l.max_cnxns, 5);
+        assert_eq!(l.large_request_threshold, -1, "0 is off, as in ZooKeeper");
+        assert_eq!(l.large_request_max_bytes, LARGE_REQUEST_MAX_BYTES_DEFAULT);
         assert_eq!(
             l.request_throttle,
             RequestThrottleConfig {

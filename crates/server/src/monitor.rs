@@ -292,6 +292,10 @@ fn throttle_values(shared: &Shared) -> Vec<(&'static str, MonitorValue)> {
             counter(&counts.stale_requests_dropped),
         ),
         ("throttled_ops", counter(&counts.throttled_ops)),
+        (
+            "large_requests_rejected",
+            counter(&counts.large_requests_rejected),
+        ),
     ]
 }
 

@@ -25,7 +25,7 @@ use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
-use crate::throttle::{ConnectionThrottle, RequestGate};
+use crate::throttle::{ConnectionThrottle, LargeRequests, RequestGate};
 use crate::tls_listener::TlsService;
 use crate::watch::WatchRegistry;
 
@@ -518,6 +518,10 @@ fn request_gate(config: &ServerConfig, server_id: u64) -> RequestGate {
     RequestGate::new(
         config.limits.outstanding_limit(voters, observer),
         config.limits.request_throttle.clone(),
+        LargeRequests::new(
+            config.limits.large_request_threshold,
+            config.limits.large_request_max_bytes,
+        ),
     )
 }
 

@@ -8,12 +8,15 @@
 //!   stalls). With the request throttler on, a request waits before it runs
 //!   while too many are in process; one whose connection closed meanwhile
 //!   is dropped, and one that waited too long is answered `Throttled`.
+//!   A large request (`largeRequestThreshold`) that would take the bytes
+//!   of large requests in process past `largeRequestMaxBytes` closes its
+//!   connection unanswered, as ZooKeeper does; its session lives on.
 //! - [`ConnectionThrottle`]: ZooKeeper's BlueThrottle, a token bucket on
 //!   new connections (and, with a freeze time, random early drops as the
 //!   bucket runs dry). A refused connection is closed before its handshake
 //!   is answered, and its client tries another server.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +37,40 @@ pub struct ThrottleCounts {
     pub stale_requests_dropped: AtomicU64,
     /// Requests answered `Throttled` after waiting too long.
     pub throttled_ops: AtomicU64,
+    /// Large requests refused, their connections closed.
+    pub large_requests_rejected: AtomicU64,
+}
+
+/// `largeRequestThreshold` and `largeRequestMaxBytes` at work.
+pub struct LargeRequests {
+    threshold: i64,
+    max_bytes: i64,
+    in_process_bytes: AtomicI64,
+}
+
+impl LargeRequests {
+    pub fn new(threshold: i64, max_bytes: i64) -> Self {
+        Self {
+            threshold,
+            max_bytes,
+            in_process_bytes: AtomicI64::new(0),
+        }
+    }
+
+    /// Counts a request of `bytes` in; the bytes to give back when it is
+    /// answered, or `Err` when it would pass the maximum.
+    fn take(&self, bytes: usize) -> Result<i64, ()> {
+        let bytes = bytes as i64;
+        if self.threshold < 0 || bytes <= self.threshold {
+            return Ok(0);
+        }
+        let total = self.in_process_bytes.fetch_add(bytes, Ordering::SeqCst) + bytes;
+        if total > self.max_bytes {
+            self.in_process_bytes.fetch_sub(bytes, Ordering::SeqCst);
+            return Err(());
+        }
+        Ok(bytes)
+    }
 }
 
 /// Requests in process on this server and the limits on them.
@@ -47,6 +84,7 @@ pub struct RequestGate {
     /// `globalOutstandingLimit` as this server applies it.
     outstanding_limit: i64,
     throttler: RequestThrottleConfig,
+    large: LargeRequests,
     pub counts: ThrottleCounts,
 }
 
@@ -66,10 +104,18 @@ pub enum Admission {
 pub struct InProcess {
     gate: Arc<RequestGate>,
     connection: Arc<AtomicUsize>,
+    /// Bytes counted against `largeRequestMaxBytes`.
+    large_bytes: i64,
 }
 
 impl Drop for InProcess {
     fn drop(&mut self) {
+        if self.large_bytes > 0 {
+            self.gate
+                .large
+                .in_process_bytes
+                .fetch_sub(self.large_bytes, Ordering::SeqCst);
+        }
         self.gate.in_process.fetch_sub(1, Ordering::SeqCst);
         self.connection.fetch_sub(1, Ordering::SeqCst);
         self.gate.wake();
@@ -77,8 +123,13 @@ impl Drop for InProcess {
 }
 
 impl RequestGate {
-    pub fn new(outstanding_limit: i64, throttler: RequestThrottleConfig) -> Self {
+    pub fn new(
+        outstanding_limit: i64,
+        throttler: RequestThrottleConfig,
+        large: LargeRequests,
+    ) -> Self {
         Self {
+            large,
             in_process: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
@@ -94,15 +145,27 @@ impl RequestGate {
         self.in_process.load(Ordering::SeqCst)
     }
 
-    /// Counts a request of a connection (whose count is `connection`) in
-    /// process until the returned guard drops.
-    pub fn enter(self: &Arc<Self>, connection: &Arc<AtomicUsize>) -> InProcess {
+    /// Counts a request of `bytes` from a connection (whose count is
+    /// `connection`) in process until the returned guard drops; `None`
+    /// when it is a large request past `largeRequestMaxBytes`.
+    pub fn enter(
+        self: &Arc<Self>,
+        connection: &Arc<AtomicUsize>,
+        bytes: usize,
+    ) -> Option<InProcess> {
+        let Ok(large_bytes) = self.large.take(bytes) else {
+            self.counts
+                .large_requests_rejected
+                .fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
         self.in_process.fetch_add(1, Ordering::SeqCst);
         connection.fetch_add(1, Ordering::SeqCst);
-        InProcess {
+        Some(InProcess {
             gate: self.clone(),
             connection: connection.clone(),
-        }
+            large_bytes,
+        })
     }
 
     /// ZooKeeper's `shouldThrottle`: whether a connection with `own`
@@ -421,10 +484,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_with_requests_pauses_past_the_limit() {
-        let gate = Arc::new(RequestGate::new(1, RequestThrottleConfig::default()));
+        let gate = Arc::new(RequestGate::new(
+            1,
+            RequestThrottleConfig::default(),
+            LargeRequests::new(-1, 0),
+        ));
         let (a, b) = (Arc::default(), Arc::default());
-        let first = gate.enter(&a);
-        let _second = gate.enter(&a);
+        let first = gate.enter(&a, 10).unwrap();
+        let _second = gate.enter(&a, 10).unwrap();
         // Two in process, over the limit of one: a pauses, b (none of its
         // own) does not.
         assert!(gate.must_pause(2) && !gate.must_pause(0));
@@ -449,9 +516,9 @@ mod tests {
             drop_stale: true,
             throttled_op_wait_time_ms: 1,
         };
-        let gate = Arc::new(RequestGate::new(1000, config));
+        let gate = Arc::new(RequestGate::new(1000, config, LargeRequests::new(-1, 0)));
         let own = Arc::default();
-        let busy = gate.enter(&own);
+        let busy = gate.enter(&own, 10).unwrap();
         let closed = CancellationToken::new();
         closed.cancel();
         assert_eq!(
@@ -476,5 +543,25 @@ mod tests {
                 .await,
             Admission::Run
         );
+    }
+
+    #[test]
+    fn large_requests_share_their_maximum() {
+        let gate = Arc::new(RequestGate::new(
+            1000,
+            RequestThrottleConfig::default(),
+            LargeRequests::new(100, 300),
+        ));
+        let own = Arc::default();
+        let small = gate.enter(&own, 100).unwrap();
+        let first = gate.enter(&own, 200).unwrap();
+        assert!(gate.enter(&own, 101).is_none(), "200 + 101 > 300");
+        assert_eq!(
+            gate.counts.large_requests_rejected.load(Ordering::Relaxed),
+            1
+        );
+        drop(first);
+        assert!(gate.enter(&own, 300).is_some(), "the bytes came back");
+        drop(small);
     }
 }
