@@ -374,3 +374,56 @@ def test_a_server_with_an_untrusted_certificate_cannot_join(tmp_path, pki):
         assert outsider.mode() is None, "a server its peers do not trust must not serve"
         writer = ens.client(trusted[0])
         writer.create("/without-the-outsider", b"")
+
+
+def pkcs12_stores(pki, directory, password=b"changeit"):
+    from cryptography.hazmat.primitives.serialization import BestAvailableEncryption, pkcs12
+    keystore = directory / "server.p12"
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"server", pki.server.key, pki.server.cert, None, BestAvailableEncryption(password)))
+    truststore = directory / "trust.p12"
+    truststore.write_bytes(pkcs12.serialize_java_truststore(
+        [pkcs12.PKCS12Certificate(pki.ca.cert, b"ca")], BestAvailableEncryption(password)))
+    return keystore, truststore
+
+
+def test_pkcs12_stores_as_java_writes_them(server_factory, pki, tmp_path):
+    keystore, truststore = pkcs12_stores(pki, tmp_path)
+    port = free_port()
+    server = server_factory(tls_config(pki, port, **{
+        "ssl.keyStore.location": str(keystore), "ssl.keyStore.type": "PKCS12",
+        "ssl.keyStore.password": "changeit",
+        "ssl.trustStore.location": str(truststore), "ssl.trustStore.type": "PKCS12",
+        "ssl.trustStore.password": "changeit"}))
+    server.secure_hosts = f"{HOST}:{port}"
+    alice = tls_kazoo(server, pki.alice, pki)
+    try:
+        assert alice.exists("/") is not None
+    finally:
+        alice.stop()
+        alice.close()
+
+
+@pytest.mark.paddock_only("ZooKeeper reads JKS; Paddock names it and how to convert it")
+@pytest.mark.parametrize("store", ["jks", "wrong-password"])
+def test_stores_it_cannot_open_stop_the_start_with_a_clear_error(server_factory, pki,
+                                                                 tmp_path, store):
+    from zkharness import ServerError
+    keystore, _ = pkcs12_stores(pki, tmp_path)
+    keys = {"ssl.keyStore.location": str(keystore), "ssl.keyStore.type": "PKCS12",
+            "ssl.keyStore.password": "wrong"}
+    expected = "is the password right?"
+    if store == "jks":
+        jks = tmp_path / "server.jks"
+        subprocess.run(["keytool", "-importkeystore", "-noprompt",
+                        "-srckeystore", str(keystore), "-srcstoretype", "PKCS12",
+                        "-srcstorepass", "changeit", "-destkeystore", str(jks),
+                        "-deststoretype", "JKS", "-deststorepass", "changeit"],
+                       check=True, capture_output=True, timeout=120)
+        keys = {"ssl.keyStore.location": str(jks), "ssl.keyStore.type": "JKS",
+                "ssl.keyStore.password": "changeit"}
+        expected = "keytool -importkeystore"
+    server = server_factory(tls_config(pki, free_port(), **keys), start=False)
+    with pytest.raises(ServerError):
+        server.start(timeout=20)
+    assert expected in server.stderr_tail(), server.stderr_tail()

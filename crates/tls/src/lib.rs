@@ -2,9 +2,9 @@
 //!
 //! - `settings`: [`TlsSettings`], the `ssl.*` keys of zoo.cfg (and the
 //!   `zookeeper.ssl.*` properties of a client), with ZooKeeper's defaults.
-//! - `store`: key and trust stores: PEM files (a key store holds the
-//!   private key and its certificate chain); PKCS12, JKS and BCFKS are
-//!   named in a clear error saying how to convert them.
+//! - `store`: key and trust stores, PEM (a key store holds the private
+//!   key and its certificate chain) or PKCS12; JKS and BCFKS are named in
+//!   a clear error saying how to convert them.
 //! - `server`, `client`: rustls configurations from the settings: client
 //!   authentication as `ssl.clientAuth` asks, protocols and cipher suites
 //!   by their Java names, hostname verification that can be turned off.

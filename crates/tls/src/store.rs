@@ -1,7 +1,9 @@
-//! Key and trust stores. PEM is read: a key store file holds the private
+//! Key and trust stores, PEM or PKCS12. A PEM key store holds the private
 //! key (PKCS#8, PKCS#1 or SEC1, unencrypted) and its certificate chain, a
-//! trust store file the trusted certificates. Java's binary stores are
-//! refused with the commands that turn them into PEM.
+//! PEM trust store the trusted certificates; a PKCS12 key store's key
+//! entry and a PKCS12 trust store's certificate entries, opened with the
+//! store's password, are the same. JKS and BCFKS are refused with the
+//! commands that turn them into PKCS12.
 
 use std::path::Path;
 
@@ -29,7 +31,10 @@ impl Clone for Identity {
 
 /// The key store's identity.
 pub fn load_identity(spec: &StoreSpec) -> Result<Identity, TlsError> {
-    let path = pem_path(spec)?;
+    let path = store_path(spec)?;
+    if kind(spec, path) == Some(StoreType::Pkcs12) {
+        return pkcs12_identity(path, &pkcs12(spec, path)?);
+    }
     let text = read(path)?;
     let chain = certificates(path, &text)?;
     let key = PrivateKeyDer::from_pem_slice(&text).map_err(|e| {
@@ -46,30 +51,80 @@ pub fn load_identity(spec: &StoreSpec) -> Result<Identity, TlsError> {
 
 /// The trust store's certificates.
 pub fn load_trust(spec: &StoreSpec) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let path = pem_path(spec)?;
+    let path = store_path(spec)?;
+    if kind(spec, path) == Some(StoreType::Pkcs12) {
+        return pkcs12_trust(path, &pkcs12(spec, path)?);
+    }
     certificates(path, &read(path)?)
 }
 
-fn pem_path(spec: &StoreSpec) -> Result<&Path, TlsError> {
+fn kind(spec: &StoreSpec, path: &Path) -> Option<StoreType> {
+    spec.kind.or_else(|| StoreType::from_path(path))
+}
+
+/// The store's path, if it is a format this crate reads.
+fn store_path(spec: &StoreSpec) -> Result<&Path, TlsError> {
     let path = spec
         .location
         .as_deref()
         .ok_or_else(|| TlsError::Config("a store without a location".into()))?;
-    let kind = spec.kind.or_else(|| StoreType::from_path(path));
-    let convert = match kind {
-        None | Some(StoreType::Pem) => return Ok(path),
-        Some(StoreType::Pkcs12) => {
-            "a PKCS12 store: Paddock reads PEM; \
-             `openssl pkcs12 -in STORE.p12 -out STORE.pem -nodes` converts it"
-        }
+    let convert = match kind(spec, path) {
+        None | Some(StoreType::Pem) | Some(StoreType::Pkcs12) => return Ok(path),
         Some(StoreType::Jks) => {
-            "a JKS store: Paddock reads PEM; `keytool -importkeystore -srckeystore STORE.jks \
-             -destkeystore STORE.p12 -deststoretype PKCS12`, then \
-             `openssl pkcs12 -in STORE.p12 -out STORE.pem -nodes` converts it"
+            "a JKS store: Paddock reads PEM and PKCS12; `keytool -importkeystore \
+             -srckeystore STORE.jks -destkeystore STORE.p12 -deststoretype PKCS12` converts it"
         }
-        Some(StoreType::Bcfks) => "a BCFKS store: Paddock reads PEM; export it to PEM",
+        Some(StoreType::Bcfks) => {
+            "a BCFKS store: Paddock reads PEM and PKCS12; export it to PKCS12"
+        }
     };
     Err(store_error(path, convert.into()))
+}
+
+fn pkcs12(spec: &StoreSpec, path: &Path) -> Result<p12_keystore::KeyStore, TlsError> {
+    let password = spec.password()?.unwrap_or_default();
+    p12_keystore::KeyStore::from_pkcs12(&read(path)?, &password).map_err(|e| {
+        store_error(
+            path,
+            format!("a PKCS12 store that does not open (is the password right?): {e}"),
+        )
+    })
+}
+
+fn pkcs12_identity(path: &Path, store: &p12_keystore::KeyStore) -> Result<Identity, TlsError> {
+    let (_, chain) = store
+        .private_key_chain()
+        .ok_or_else(|| store_error(path, "no private key entry in the store".into()))?;
+    Ok(Identity {
+        chain: chain
+            .chain()
+            .iter()
+            .map(|cert| CertificateDer::from(cert.as_der().to_vec()))
+            .collect(),
+        key: PrivateKeyDer::Pkcs8(chain.key().to_vec().into()),
+    })
+}
+
+fn pkcs12_trust(
+    path: &Path,
+    store: &p12_keystore::KeyStore,
+) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let certs: Vec<_> = store
+        .entries()
+        .filter_map(|(_, entry)| match entry {
+            p12_keystore::KeyStoreEntry::Certificate(cert) => {
+                Some(CertificateDer::from(cert.as_der().to_vec()))
+            }
+            _ => None,
+        })
+        .collect();
+    if certs.is_empty() {
+        return Err(store_error(
+            path,
+            "no trusted certificate entry in the store".into(),
+        ));
+    }
+    Ok(certs)
 }
 
 fn certificates(path: &Path, text: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsError> {
@@ -112,10 +167,10 @@ mod tests {
     }
 
     #[test]
-    fn binary_stores_are_named_with_how_to_convert() {
-        for name in ["s.p12", "s.jks", "s.bcfks"] {
+    fn java_only_stores_are_named_with_how_to_convert() {
+        for name in ["s.jks", "s.bcfks"] {
             let error = load_trust(&spec(Path::new(name))).unwrap_err().to_string();
-            assert!(error.contains("Paddock reads PEM"), "{error}");
+            assert!(error.contains("Paddock reads PEM and PKCS12"), "{error}");
         }
     }
 
