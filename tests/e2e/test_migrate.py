@@ -283,3 +283,49 @@ def test_a_log_cut_short_by_a_crash_is_read_up_to_the_cut(tmp_path):
         zk.close()
     finally:
         target.stop()
+
+
+@pytest.mark.parametrize("compression", [None, "gz"])
+def test_a_snapshot_zookeeper_never_finished_is_passed_over_as_zookeeper_does(tmp_path,
+                                                                             compression):
+    """A server stopped while writing a snapshot leaves it cut short.
+    ZooKeeper starts from the snapshot before it and replays its logs; the
+    import does the same and names the file it passed over, and the two
+    servers then hold the same tree."""
+    config = zookeeper_config()
+    if compression:
+        config["zookeeper.snapshot.compression.method"] = compression
+    zookeeper = Server(tmp_path / "zookeeper", config, name="zookeeper", kind="zookeeper")
+    zookeeper.start()
+    try:
+        zk = make_kazoo(zookeeper)
+        for i in range(120):
+            zk.create(f"/n{i:03d}", b"value-%d" % i)
+        zk.stop()
+        zk.close()
+    finally:
+        zookeeper.stop()
+    snapshots = sorted((zookeeper.data_dir / "version-2").glob("snapshot.*"),
+                       key=lambda p: int(p.name.split(".")[1], 16))
+    assert len(snapshots) > 2, snapshots
+    newest = snapshots[-1]
+    newest.write_bytes(newest.read_bytes()[:newest.stat().st_size // 2])
+    # ZooKeeper writes a snapshot of its own when it starts: import from a
+    # copy of the directory as it was.
+    copy = tmp_path / "zookeeper-copy"
+    subprocess.run(["cp", "-r", str(zookeeper.data_dir), str(copy)], check=True)
+
+    moved = Server(tmp_path / "paddock", name="paddock", kind="paddock")
+    out = paddock("import", "--from-zookeeper", copy, "--data-dir", moved.data_dir)
+    assert f"passed over {copy / 'version-2' / newest.name}" in out, out
+    assert snapshots[-2].name in out, out
+    zookeeper.start()
+    try:
+        expected = whole_tree(zookeeper, 120)
+    finally:
+        zookeeper.stop()
+    moved.start()
+    try:
+        assert_same_tree(whole_tree(moved, 120), expected)
+    finally:
+        moved.stop()

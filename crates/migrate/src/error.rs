@@ -13,8 +13,13 @@ pub enum MigrateError {
     },
     #[error("{} is damaged: {source}; nothing was written (ZooKeeper itself would not start on it either)", file.display())]
     Damaged { file: PathBuf, source: ReadError },
-    #[error("no ZooKeeper snapshot (snapshot.<zxid>) in {}: give ZooKeeper's dataDir (or its version-2 directory)", dir.display())]
-    NoSnapshot { dir: PathBuf },
+    #[error("{} is damaged: {source}; nothing was written. ZooKeeper would start from an older snapshot instead: to import from that one, move this file aside and run the import again", file.display())]
+    DamagedSnapshot { file: PathBuf, source: ReadError },
+    #[error("no finished ZooKeeper snapshot (snapshot.<zxid>) in {}{}: give ZooKeeper's dataDir (or its version-2 directory)", dir.display(), passed_over(unfinished))]
+    NoSnapshot {
+        dir: PathBuf,
+        unfinished: Vec<PathBuf>,
+    },
     #[error("the ZooKeeper log jumps from zxid {before:#x} to {after:#x} ({}): a log file is missing; nothing was written", file.display())]
     LogGap {
         before: i64,
@@ -50,4 +55,17 @@ pub(crate) fn open(path: &Path) -> Result<File, MigrateError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The unfinished snapshots an import passed over, named for the person
+/// reading why it found none.
+fn passed_over(unfinished: &[PathBuf]) -> String {
+    match unfinished {
+        [] => String::new(),
+        files => format!(
+            " ({} passed over: the server stopped while writing {})",
+            files.len(),
+            if files.len() == 1 { "it" } else { "them" }
+        ),
+    }
 }

@@ -22,7 +22,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -52,24 +52,65 @@ pub struct SnapshotFile {
     pub zxid: i64,
 }
 
-/// Reads the snapshot `file`: its tree and sessions. Every damage is an
-/// error naming the file and the offset (in the uncompressed stream).
-pub fn read(file: &SnapshotFile) -> Result<ZkTree, MigrateError> {
-    let damaged = |source: ReadError| MigrateError::Damaged {
+/// What reading a snapshot file found.
+#[derive(Debug)]
+pub enum Snapshot {
+    Whole(ZkTree),
+    /// The server stopped while writing it: ZooKeeper passes over such a
+    /// file to the snapshot before it.
+    Unfinished,
+}
+
+/// Reads the snapshot `file`: its tree and sessions, or that it was never
+/// finished. Unfinished is what ZooKeeper judges so: a plain file whose
+/// last bytes are not the seal's end mark (`SnapStream.isValidSnapshot`),
+/// or any file whose stream ends before its seal (its load fails with an
+/// end of file, and ZooKeeper tries the next snapshot). Every other damage
+/// is an error naming the file and the offset (in the uncompressed
+/// stream).
+pub fn read(file: &SnapshotFile) -> Result<Snapshot, MigrateError> {
+    let damaged = |source: ReadError| MigrateError::DamagedSnapshot {
         file: file.path.clone(),
         source,
     };
-    let opened = crate::error::open(&file.path)?;
-    let stream = compression::reader(
-        Compression::of(&file.path),
-        BufReader::with_capacity(READ_BUFFER_BYTES, opened),
-    )
-    .map_err(|source| MigrateError::Io {
+    let io_error = |source| MigrateError::Io {
         path: file.path.clone(),
         source,
-    })?;
+    };
+    let mut opened = crate::error::open(&file.path)?;
+    let compression = Compression::of(&file.path);
+    if compression == Compression::None && !ends_in_end_mark(&mut opened).map_err(io_error)? {
+        return Ok(Snapshot::Unfinished);
+    }
+    let stream = match compression::reader(
+        compression,
+        BufReader::with_capacity(READ_BUFFER_BYTES, opened),
+    ) {
+        Ok(stream) => stream,
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(Snapshot::Unfinished),
+        Err(e) => return Err(io_error(e)),
+    };
     let mut input = JavaIn::new(BufReader::with_capacity(READ_BUFFER_BYTES, stream));
-    read_stream(&mut input).map_err(damaged)
+    match read_stream(&mut input) {
+        Ok(tree) => Ok(Snapshot::Whole(tree)),
+        Err(e) if e.is_end_of_input() => Ok(Snapshot::Unfinished),
+        Err(e) => Err(damaged(e)),
+    }
+}
+
+/// `SnapStream.isValidCheckedStream`: at least 10 bytes, the last five
+/// the string "/" that ends the seal.
+fn ends_in_end_mark(file: &mut File) -> io::Result<bool> {
+    const MIN_BYTES: u64 = 10;
+    const MARK: [u8; 5] = [0, 0, 0, 1, b'/'];
+    if file.metadata()?.len() < MIN_BYTES {
+        return Ok(false);
+    }
+    let mut last = [0u8; MARK.len()];
+    file.seek(SeekFrom::End(-(MARK.len() as i64)))?;
+    file.read_exact(&mut last)?;
+    file.rewind()?;
+    Ok(last == MARK)
 }
 
 fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
@@ -371,6 +412,9 @@ mod tests {
             zxid: 0x1_0000_0005,
         })
         .unwrap();
+        let Snapshot::Whole(loaded) = loaded else {
+            panic!("a whole snapshot read as unfinished")
+        };
         let (sessions, znodes) = loaded.into_records();
         let rebuilt = DataTree::from_records(sessions, znodes).unwrap();
         assert_eq!(rebuilt, tree);
@@ -385,6 +429,59 @@ mod tests {
             .to_string();
         assert!(
             err.contains("snapshot.100000005") && err.contains("offset"),
+            "{err}"
+        );
+    }
+
+    /// A snapshot of a new tree (the root and /zookeeper's nodes), cut
+    /// after `keep` of its bytes, in a file named with `suffix` and
+    /// compressed as the suffix says.
+    fn cut_snapshot(dir: &Path, suffix: &str, keep: impl Fn(usize) -> usize) -> SnapshotFile {
+        let mut out = JavaOut::new(Vec::new());
+        write_stream(&DataTree::new(), &mut out).unwrap();
+        let plain = out.into_inner();
+        let mut bytes = match suffix {
+            ".gz" => {
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+                gz.write_all(&plain).unwrap();
+                gz.finish().unwrap()
+            }
+            _ => plain,
+        };
+        bytes.truncate(keep(bytes.len()));
+        let path = dir.join(format!("snapshot.7{suffix}"));
+        std::fs::write(&path, bytes).unwrap();
+        SnapshotFile { path, zxid: 7 }
+    }
+
+    #[test]
+    fn a_snapshot_cut_short_is_unfinished_as_zookeeper_judges_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for suffix in ["", ".gz"] {
+            let whole = cut_snapshot(dir.path(), suffix, |len| len);
+            assert!(matches!(read(&whole), Ok(Snapshot::Whole(_))), "{suffix}");
+            for keep in [|_| 0, |_| 5, |len| len / 2, |len| len - 1] {
+                let cut = cut_snapshot(dir.path(), suffix, keep);
+                let found = read(&cut);
+                assert!(
+                    matches!(found, Ok(Snapshot::Unfinished)),
+                    "{suffix}: {found:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_finished_snapshot_that_fails_its_seal_is_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = cut_snapshot(dir.path(), "", |len| len);
+        let mut bytes = std::fs::read(&file.path).unwrap();
+        let seal = bytes.len() - 6;
+        bytes[seal] ^= 1;
+        std::fs::write(&file.path, bytes).unwrap();
+        let err = read(&file).unwrap_err().to_string();
+        assert!(
+            err.contains("checksum") && err.contains("move this file aside"),
             "{err}"
         );
     }

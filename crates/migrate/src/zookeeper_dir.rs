@@ -7,7 +7,7 @@ use tree::DataTree;
 
 use crate::error::MigrateError;
 use crate::zk_log::{self, LogEnd, LogFile};
-use crate::zk_snapshot::{self, SnapshotFile};
+use crate::zk_snapshot::{self, Snapshot, SnapshotFile};
 use crate::zk_tree::ZkTree;
 use crate::zk_txn::LoggedTxn;
 
@@ -18,6 +18,9 @@ pub struct ZooKeeperState {
     /// The last zxid: the snapshot's, or the last replayed txn's.
     pub zxid: i64,
     pub snapshot: PathBuf,
+    /// Newer snapshots the server never finished writing, passed over as
+    /// ZooKeeper passes over them.
+    pub unfinished_snapshots: Vec<PathBuf>,
     /// The zxid the snapshot's name gives.
     pub snapshot_zxid: i64,
     pub logs: Vec<PathBuf>,
@@ -90,21 +93,15 @@ fn follows(last: i64, next: i64) -> bool {
     next == last + 1 || (next >> 32 > last >> 32 && next & COUNTER == 1)
 }
 
-/// Reads the newest snapshot in `data_dir` and replays the logs in
-/// `log_dir` (ZooKeeper's `dataLogDir`; `data_dir` when it has none)
-/// after it. The newest snapshot must be whole: when it is damaged this
-/// refuses, rather than fall back to an older one as ZooKeeper would,
-/// so that a person decides (moving the damaged file aside is enough).
+/// Reads the newest finished snapshot in `data_dir` and replays the logs
+/// in `log_dir` (ZooKeeper's `dataLogDir`; `data_dir` when it has none)
+/// after it. A finished snapshot must be whole: when the newest is
+/// damaged this refuses, rather than fall back to an older one as
+/// ZooKeeper would, so that a person decides (moving the damaged file
+/// aside is enough).
 pub fn read(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZooKeeperState, MigrateError> {
     let snap_dir = version_dir(data_dir);
-    let (zxid, path) =
-        files_by_zxid(&snap_dir, "snapshot")?
-            .pop()
-            .ok_or(MigrateError::NoSnapshot {
-                dir: snap_dir.clone(),
-            })?;
-    let snapshot = SnapshotFile { path, zxid };
-    let mut zk = zk_snapshot::read(&snapshot)?;
+    let (snapshot, mut zk, unfinished_snapshots) = newest_finished_snapshot(&snap_dir)?;
     let log_dir = version_dir(log_dir.unwrap_or(data_dir));
     let logs = logs_after(files_by_zxid(&log_dir, "log")?, snapshot.zxid);
     let mut state = Replay {
@@ -129,12 +126,33 @@ pub fn read(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZooKeeperState, M
         tree,
         zxid: state.last_zxid,
         snapshot: snapshot.path,
+        unfinished_snapshots,
         snapshot_zxid: snapshot.zxid,
         logs: logs.into_iter().map(|l| l.path).collect(),
         txns_replayed: state.txns,
         steps_skipped: state.skipped,
         torn,
         orphaned_ephemerals,
+    })
+}
+
+/// `FileSnap.deserialize`: snapshots newest first, passing over those the
+/// server never finished writing. Returns the one read, its tree, and
+/// those passed over.
+fn newest_finished_snapshot(
+    snap_dir: &Path,
+) -> Result<(SnapshotFile, ZkTree, Vec<PathBuf>), MigrateError> {
+    let mut unfinished = Vec::new();
+    for (zxid, path) in files_by_zxid(snap_dir, "snapshot")?.into_iter().rev() {
+        let snapshot = SnapshotFile { path, zxid };
+        match zk_snapshot::read(&snapshot)? {
+            Snapshot::Whole(tree) => return Ok((snapshot, tree, unfinished)),
+            Snapshot::Unfinished => unfinished.push(snapshot.path),
+        }
+    }
+    Err(MigrateError::NoSnapshot {
+        dir: snap_dir.to_path_buf(),
+        unfinished,
     })
 }
 

@@ -76,6 +76,12 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             n => format!(", {n} steps already in the snapshot skipped as ZooKeeper skips them"),
         }
     );
+    for file in &zk.unfinished_snapshots {
+        println!(
+            "passed over {}: ZooKeeper stopped while writing it, and passes over it too",
+            file.display()
+        );
+    }
     if let Some((file, offset)) = &zk.torn {
         println!(
             "{} ends in an entry cut short at offset {offset} (ZooKeeper stopped mid-write); what is before it is imported, as ZooKeeper would load it",
