@@ -2,6 +2,7 @@
 shapes and aliases, against whichever server is under test."""
 
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -19,15 +20,21 @@ COMMANDS = {
     "dirs": [],
     "dump": [],
     "environment": ["env", "envi"],
+    "get_trace_mask": ["gtmk"],
+    "hash": [],
     "initial_configuration": ["icfg"],
     "is_read_only": ["isro"],
+    "last_snapshot": ["lsnp"],
     "leader": ["lead"],
     "monitor": ["mntr"],
+    "observer_connection_stat_reset": ["orst"],
     "observers": ["obsr"],
     "ruok": [],
     "server_stats": ["srvr"],
+    "set_trace_mask": ["stmk"],
     "stat_reset": ["srst"],
     "stats": ["stat"],
+    "system_properties": ["sysp"],
     "voting_view": [],
     "watch_summary": ["wchs"],
     "watches": ["wchc"],
@@ -71,13 +78,54 @@ def test_every_alias_answers_as_its_command(admin):
         for asked in [name] + aliases:
             answer = command(admin.admin_port, asked)
             assert answer["command"] == name, asked
-            if name != "leader":   # a standalone server has none
+            # A standalone server has no leader; set_trace_mask needs its
+            # argument.
+            if name not in ("leader", "set_trace_mask"):
                 assert answer["error"] is None, (asked, answer)
 
 
 def test_an_unknown_command_is_an_answer_with_an_error(admin):
     answer = command(admin.admin_port, "nosuch")
     assert answer == {"command": "nosuch", "error": "Unknown command: nosuch"}
+
+
+def test_the_trace_mask_is_set_and_read_back(admin):
+    assert command(admin.admin_port, "gtmk")["tracemask"] == 306
+    assert command(admin.admin_port, "stmk?traceMask=1234")["tracemask"] == 1234
+    assert command(admin.admin_port, "get_trace_mask")["tracemask"] == 1234
+    needs = "setTraceMask requires long traceMask argument"
+    assert command(admin.admin_port, "stmk") == {"command": "set_trace_mask", "error": needs}
+    bad = command(admin.admin_port, "stmk?traceMask=lots")
+    assert bad == {"command": "set_trace_mask", "error": f"{needs}, got lots"}
+    assert command(admin.admin_port, "gtmk")["tracemask"] == 1234
+
+
+def test_system_properties_name_the_process(admin):
+    answer = command(admin.admin_port, "sysp")
+    for key in ("os.name", "os.arch", "user.name", "user.dir", "user.home",
+                "java.io.tmpdir", "file.separator", "path.separator", "line.separator"):
+        assert isinstance(answer.get(key), str), (key, answer)
+    assert answer["file.separator"] == "/" and answer["line.separator"] == "\n"
+
+
+def test_last_snapshot_names_the_newest_snapshot(server_factory, kazoo_factory):
+    """ZooKeeper takes a snapshot every snapCount/2 to snapCount txns; so
+    does Paddock. After 60 writes with snapCount 20 there is one past zxid
+    0, and lsnp names its zxid (hex, no 0x) and when it was written."""
+    port = free_port()
+    server = server_factory({"admin.enableServer": "true", "admin.serverAddress": HOST,
+                             "admin.serverPort": str(port), "snapCount": "20"})
+    zk = kazoo_factory(server)
+    for i in range(60):
+        zk.create(f"/n{i}", b"")
+    last_zxid = zk.exists("/n59").czxid
+
+    def newest():
+        answer = command(port, "last_snapshot")
+        return answer if int(answer["zxid"], 16) not in (0, 2**64 - 1) else None
+    answer = wait_for(newest, timeout=15)
+    assert 0 < int(answer["zxid"], 16) <= last_zxid, answer
+    assert abs(answer["timestamp"] - time.time()) < 120, answer
 
 
 def test_sessions_ephemerals_and_watches_show(admin, kazoo_factory):

@@ -1,67 +1,112 @@
 //! ZooKeeper's AdminServer commands: names, aliases and JSON shapes as a
-//! ZooKeeper 3.8 server answers them. Every answer carries `command` (the
+//! ZooKeeper 3.9 server answers them. Every answer carries `command` (the
 //! primary name, whichever alias was asked) and `error` (null when the
 //! command ran); an unknown command, or one that needs a serving server
-//! asked too early, is an answer with an error, not an HTTP error, as in
-//! ZooKeeper.
+//! asked too early, is an answer with an error naming what was asked, not
+//! an HTTP error, as in ZooKeeper.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::UNIX_EPOCH;
 
 use serde_json::{json, Map, Value};
 use server::{ConnectionInfo, Monitor, MonitorValue};
 
-type Object = Map<String, Value>;
+pub type Object = Map<String, Value>;
+pub type Arguments = HashMap<String, String>;
+
+/// What a command does.
+#[derive(Clone, Copy)]
+pub enum Action {
+    /// Answers a GET with JSON read from what the server publishes.
+    Read(fn(&Monitor, &Arguments) -> Object),
+    /// `snapshot`: the whole tree, to an authorized GET.
+    Snapshot,
+    /// `restore`: a whole tree, from an authorized POST.
+    Restore,
+}
 
 /// One command: its names (the first is primary), whether it needs a
-/// server that is serving, and what it answers.
-struct Command {
-    names: &'static [&'static str],
-    needs_serving: bool,
-    run: fn(&Monitor, &HashMap<String, String>) -> Object,
+/// server that is serving, and what it does.
+pub struct Command {
+    pub names: &'static [&'static str],
+    pub needs_serving: bool,
+    pub action: Action,
+}
+
+impl Command {
+    pub fn primary(&self) -> &'static str {
+        self.names[0]
+    }
+
+    /// Whether the caller must prove every permission on the root
+    /// (`authorization`): the commands that hand out or replace the
+    /// whole tree.
+    pub fn needs_authorization(&self) -> bool {
+        matches!(self.action, Action::Snapshot | Action::Restore)
+    }
 }
 
 const COMMANDS: &[Command] = &[
-    command(&["configuration", "conf", "config"], true, configuration),
-    command(&["connection_stat_reset", "crst"], true, stat_reset),
-    command(&["connections", "cons"], true, connections),
-    command(&["dirs"], true, dirs),
-    command(&["dump"], true, dump),
-    command(&["environment", "env", "envi"], false, environment),
-    command(
+    read(&["configuration", "conf", "config"], true, configuration),
+    read(&["connection_stat_reset", "crst"], true, stat_reset),
+    read(&["connections", "cons"], true, connections),
+    read(&["dirs"], true, dirs),
+    read(&["dump"], true, dump),
+    read(&["environment", "env", "envi"], false, environment),
+    read(&["get_trace_mask", "gtmk"], false, get_trace_mask),
+    read(&["hash"], true, hash),
+    read(
         &["initial_configuration", "icfg"],
         true,
         initial_configuration,
     ),
-    command(&["is_read_only", "isro"], true, is_read_only),
-    command(&["leader", "lead"], true, leader),
-    command(&["monitor", "mntr"], false, monitor),
-    command(&["observers", "obsr"], true, observers),
-    command(&["ruok"], true, |_, _| Object::new()),
-    command(&["server_stats", "srvr"], true, server_stats),
-    command(&["stat_reset", "srst"], true, stat_reset),
-    command(&["stats", "stat"], true, stats),
-    command(&["voting_view"], true, voting_view),
-    command(&["watch_summary", "wchs"], true, watch_summary),
-    command(&["watches", "wchc"], true, watches),
-    command(&["watches_by_path", "wchp"], true, watches_by_path),
-    command(&["zabstate"], false, zabstate),
+    read(&["is_read_only", "isro"], true, is_read_only),
+    read(&["last_snapshot", "lsnp"], true, last_snapshot),
+    read(&["leader", "lead"], true, leader),
+    read(&["monitor", "mntr"], false, monitor),
+    read(&["observer_connection_stat_reset", "orst"], true, |_, _| {
+        Object::new()
+    }),
+    read(&["observers", "obsr"], true, observers),
+    Command {
+        names: &["restore", "rest"],
+        needs_serving: true,
+        action: Action::Restore,
+    },
+    read(&["ruok"], true, |_, _| Object::new()),
+    read(&["server_stats", "srvr"], true, server_stats),
+    read(&["set_trace_mask", "stmk"], false, set_trace_mask),
+    Command {
+        names: &["snapshot", "snap"],
+        needs_serving: true,
+        action: Action::Snapshot,
+    },
+    read(&["stat_reset", "srst"], true, stat_reset),
+    read(&["stats", "stat"], true, stats),
+    read(&["system_properties", "sysp"], false, system_properties),
+    read(&["voting_view"], true, voting_view),
+    read(&["watch_summary", "wchs"], true, watch_summary),
+    read(&["watches", "wchc"], true, watches),
+    read(&["watches_by_path", "wchp"], true, watches_by_path),
+    read(&["zabstate"], false, zabstate),
 ];
 
-const fn command(
+const fn read(
     names: &'static [&'static str],
     needs_serving: bool,
-    run: fn(&Monitor, &HashMap<String, String>) -> Object,
+    run: fn(&Monitor, &Arguments) -> Object,
 ) -> Command {
     Command {
         names,
         needs_serving,
-        run,
+        action: Action::Read(run),
     }
 }
 
 /// The listing at the command URL: a link per primary name, sorted.
 pub fn links(command_url: &str) -> String {
-    let mut names: Vec<&str> = COMMANDS.iter().map(|c| c.names[0]).collect();
+    let mut names: Vec<&str> = COMMANDS.iter().map(Command::primary).collect();
     names.sort_unstable();
     names
         .iter()
@@ -69,32 +114,106 @@ pub fn links(command_url: &str) -> String {
         .collect()
 }
 
-/// Runs the command called `name` (any of its aliases) with the request's
-/// query arguments.
-pub fn run(monitor: &Monitor, name: &str, arguments: &HashMap<String, String>) -> Value {
+/// The command called `name` (any of its aliases), if the server can run
+/// it now; else the answer that says why not.
+pub fn find(monitor: &Monitor, name: &str) -> Result<&'static Command, Value> {
     let Some(command) = COMMANDS.iter().find(|c| c.names.contains(&name)) else {
-        return answer(
-            name,
-            Object::new(),
-            Some(format!("Unknown command: {name}")),
-        );
+        let error = format!("Unknown command: {name}");
+        return Err(answer(name, Object::new(), Some(error)));
     };
-    let primary = command.names[0];
     if command.needs_serving && !monitor.is_serving() {
         let error = "This ZooKeeper instance is not currently serving requests";
-        return answer(primary, Object::new(), Some(error.to_string()));
+        return Err(answer(name, Object::new(), Some(error.to_string())));
     }
-    let mut body = (command.run)(monitor, arguments);
+    Ok(command)
+}
+
+/// Runs a command that reads, with the request's query arguments.
+pub fn run_read(
+    monitor: &Monitor,
+    command: &Command,
+    run: fn(&Monitor, &Arguments) -> Object,
+    arguments: &Arguments,
+) -> Value {
+    let mut body = run(monitor, arguments);
     let error = body
         .remove("error")
         .and_then(|e| e.as_str().map(String::from));
-    answer(primary, body, error)
+    answer(command.primary(), body, error)
 }
 
-fn answer(command: &str, mut body: Object, error: Option<String>) -> Value {
+/// A command's JSON: its fields, then `command` and `error`.
+pub fn answer(command: &str, mut body: Object, error: Option<String>) -> Value {
     body.insert("command".into(), json!(command));
     body.insert("error".into(), json!(error));
     Value::Object(body)
+}
+
+/// ZooKeeper's `ZooTrace` mask, process-wide as there: 306 by default.
+/// Paddock writes no request trace; the mask is kept and reported so that
+/// tools that set and read it work.
+static TRACE_MASK: AtomicI64 = AtomicI64::new(306);
+
+fn get_trace_mask(_: &Monitor, _: &Arguments) -> Object {
+    object(json!({ "tracemask": TRACE_MASK.load(Ordering::Relaxed) }))
+}
+
+fn set_trace_mask(_: &Monitor, arguments: &Arguments) -> Object {
+    const NEEDS: &str = "setTraceMask requires long traceMask argument";
+    match arguments.get("traceMask") {
+        None => object(json!({ "error": NEEDS })),
+        Some(raw) => match raw.parse::<i64>() {
+            Ok(mask) => {
+                TRACE_MASK.store(mask, Ordering::Relaxed);
+                object(json!({ "tracemask": mask }))
+            }
+            Err(_) => object(json!({ "error": format!("{NEEDS}, got {raw}") })),
+        },
+    }
+}
+
+/// ZooKeeper's digest log, kept when `zookeeper.digest.enabled`: Paddock
+/// keeps none, so the list is empty, as ZooKeeper's with digests off.
+fn hash(_: &Monitor, _: &Arguments) -> Object {
+    object(json!({ "digests": [] }))
+}
+
+/// The newest snapshot: its zxid in hexadecimal without `0x`, and when it
+/// was written in seconds; `ffffffffffffffff` and -1 when there is none.
+fn last_snapshot(monitor: &Monitor, _: &Arguments) -> Object {
+    let (zxid, timestamp) = match monitor.last_snapshot() {
+        Some((index, written)) => {
+            let seconds = written
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            (format!("{index:x}"), seconds as i64)
+        }
+        None => (format!("{:x}", -1i64), -1),
+    };
+    object(json!({ "zxid": zxid, "timestamp": timestamp }))
+}
+
+/// What a JVM's system properties tell of the process, for a server that
+/// runs in none: the system, the user and the separators, under Java's
+/// property names.
+fn system_properties(_: &Monitor, _: &Arguments) -> Object {
+    let mut properties: Object = server::environment()
+        .into_iter()
+        .filter(|(key, _)| key.starts_with("os.") || key.starts_with("user."))
+        .map(|(key, value)| (key.to_string(), json!(value)))
+        .collect();
+    let temp = std::env::temp_dir().display().to_string();
+    let home = std::env::var("HOME").unwrap_or_default();
+    for (key, value) in [
+        ("file.separator", "/".to_string()),
+        ("java.io.tmpdir", temp),
+        ("line.separator", "\n".to_string()),
+        ("path.separator", ":".to_string()),
+        ("user.home", home),
+    ] {
+        properties.insert(key.to_string(), json!(value));
+    }
+    properties
 }
 
 fn object(value: Value) -> Object {
@@ -104,7 +223,7 @@ fn object(value: Value) -> Object {
     }
 }
 
-fn configuration(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn configuration(monitor: &Monitor, _: &Arguments) -> Object {
     let c = monitor.config();
     let server_id = if c.servers.is_empty() {
         0
@@ -124,7 +243,7 @@ fn configuration(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     }))
 }
 
-fn stat_reset(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn stat_reset(monitor: &Monitor, _: &Arguments) -> Object {
     monitor.reset_stats();
     Object::new()
 }
@@ -164,16 +283,16 @@ fn connection_list(monitor: &Monitor, brief: bool) -> Object {
     object(json!({ "connections": connections, "secure_connections": [] }))
 }
 
-fn connections(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn connections(monitor: &Monitor, _: &Arguments) -> Object {
     connection_list(monitor, false)
 }
 
-fn dirs(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn dirs(monitor: &Monitor, _: &Arguments) -> Object {
     let (data, log) = monitor.dir_sizes();
     object(json!({ "datadir_size": data, "logdir_size": log }))
 }
 
-fn dump(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn dump(monitor: &Monitor, _: &Arguments) -> Object {
     let expiries: Object = monitor
         .session_expiries()
         .into_iter()
@@ -190,7 +309,7 @@ fn dump(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     }))
 }
 
-fn environment(_: &Monitor, _: &HashMap<String, String>) -> Object {
+fn environment(_: &Monitor, _: &Arguments) -> Object {
     server::environment()
         .into_iter()
         .map(|(key, value)| (key.to_string(), json!(value)))
@@ -198,15 +317,15 @@ fn environment(_: &Monitor, _: &HashMap<String, String>) -> Object {
 }
 
 /// The configuration the server started with, in zoo.cfg's form.
-fn initial_configuration(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn initial_configuration(monitor: &Monitor, _: &Arguments) -> Object {
     object(json!({ "initial_configuration": monitor.config().initial_configuration }))
 }
 
-fn is_read_only(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn is_read_only(monitor: &Monitor, _: &Arguments) -> Object {
     object(json!({ "read_only": monitor.is_read_only() }))
 }
 
-fn leader(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn leader(monitor: &Monitor, _: &Arguments) -> Object {
     let servers = &monitor.config().servers;
     if servers.is_empty() {
         return object(json!({ "error": "server is not initialized" }));
@@ -223,7 +342,7 @@ fn leader(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     }))
 }
 
-fn monitor(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn monitor(monitor: &Monitor, _: &Arguments) -> Object {
     monitor
         .monitor_values()
         .into_iter()
@@ -240,7 +359,7 @@ fn monitor(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
 
 /// Paddock's observers are raft learners fed by the leader; the ones it is
 /// connected to are the synced ones.
-fn observers(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn observers(monitor: &Monitor, _: &Arguments) -> Object {
     let observers: Vec<Value> = if monitor.mode() == "leader" {
         let connected = monitor.connected_peers();
         monitor
@@ -256,7 +375,7 @@ fn observers(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     object(json!({ "synced_observers": observers.len(), "observers": observers }))
 }
 
-fn server_stats(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn server_stats(monitor: &Monitor, _: &Arguments) -> Object {
     let stats = monitor.stats();
     let (data_dir_size, log_dir_size) = monitor.dir_sizes();
     // Paddock does not track reply sizes; -1 is ZooKeeper's "none yet".
@@ -293,7 +412,7 @@ fn server_stats(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     }))
 }
 
-fn stats(monitor: &Monitor, arguments: &HashMap<String, String>) -> Object {
+fn stats(monitor: &Monitor, arguments: &Arguments) -> Object {
     let mut body = server_stats(monitor, arguments);
     body.extend(connection_list(monitor, true));
     body
@@ -301,7 +420,7 @@ fn stats(monitor: &Monitor, arguments: &HashMap<String, String>) -> Object {
 
 /// Each voting server as ZooKeeper writes it in a dynamic config:
 /// `host:peerPort:electionPort:role;clientAddress:clientPort`.
-fn voting_view(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn voting_view(monitor: &Monitor, _: &Arguments) -> Object {
     let view: Object = monitor
         .config()
         .servers
@@ -321,7 +440,7 @@ fn voting_view(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     object(json!({ "current_config": view }))
 }
 
-fn watch_summary(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn watch_summary(monitor: &Monitor, _: &Arguments) -> Object {
     let (connections, paths, watches) = monitor.watch_summary();
     object(json!({
         "num_connections": connections,
@@ -330,7 +449,7 @@ fn watch_summary(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     }))
 }
 
-fn watches(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn watches(monitor: &Monitor, _: &Arguments) -> Object {
     let by_session: Object = monitor
         .watches_by_session()
         .into_iter()
@@ -339,7 +458,7 @@ fn watches(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
     object(json!({ "session_id_to_watched_paths": by_session }))
 }
 
-fn watches_by_path(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn watches_by_path(monitor: &Monitor, _: &Arguments) -> Object {
     let by_path: Object = monitor
         .watches_by_path()
         .into_iter()
@@ -350,7 +469,7 @@ fn watches_by_path(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
 
 /// ZooKeeper's Zab phase, in raft's terms: a server following or leading
 /// a known leader is broadcasting; one without a leader is electing.
-fn zabstate(monitor: &Monitor, _: &HashMap<String, String>) -> Object {
+fn zabstate(monitor: &Monitor, _: &Arguments) -> Object {
     let config = monitor.config();
     let Some(me) = config.servers.iter().find(|s| s.id == monitor.server_id()) else {
         return object(json!({ "voting": false, "zabstate": "" }));

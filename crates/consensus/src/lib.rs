@@ -52,6 +52,6 @@ pub use node::{
 pub use peers::PeerNetwork;
 /// Raft's message, as a [`Network`] carries it.
 pub use raft::prelude::{Message, MessageType};
-pub use snapshot::{log_dir, snapshot_dir, SnapshotMeta, Snapshots};
+pub use snapshot::{last_snapshot, log_dir, snapshot_dir, SnapshotMeta, Snapshots};
 pub use status::{Role, Status};
 pub use transport::{PeerTls, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

@@ -91,6 +91,12 @@ pub fn snapshot_dir(data_dir: &Path) -> std::path::PathBuf {
     data_dir.join("version-paddock").join("snapshots")
 }
 
+/// The newest snapshot under `data_dir`: the log index it is at and when
+/// it was written.
+pub fn last_snapshot(data_dir: &Path) -> Option<(u64, std::time::SystemTime)> {
+    storage::newest_snapshot_in(&snapshot_dir(data_dir))
+}
+
 /// Where a server keeps its log under its `dataLogDir`.
 pub fn log_dir(data_log_dir: &Path) -> std::path::PathBuf {
     data_log_dir.join("version-paddock").join("log")

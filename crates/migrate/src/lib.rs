@@ -31,4 +31,5 @@ pub use error::MigrateError;
 pub use java_io::ReadError;
 pub use paddock_dir::{read as read_paddock, write as write_paddock, PaddockState};
 pub use password::zookeeper_password;
+pub use zk_snapshot::write_to as write_zookeeper_snapshot;
 pub use zookeeper_dir::{read as read_zookeeper, write as write_zookeeper, ZooKeeperState};

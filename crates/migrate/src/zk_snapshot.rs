@@ -290,10 +290,8 @@ pub fn write(tree: &DataTree, zxid: i64, dir: &Path) -> Result<PathBuf, MigrateE
         source,
     };
     let file = File::create_new(&path).map_err(io_error)?;
-    let mut out = JavaOut::new(BufWriter::with_capacity(READ_BUFFER_BYTES, file));
-    write_stream(tree, &mut out).map_err(io_error)?;
-    let file = out
-        .into_inner()
+    let file = write_to(tree, BufWriter::with_capacity(READ_BUFFER_BYTES, file))
+        .map_err(io_error)?
         .into_inner()
         .map_err(|e| io_error(e.into_error()))?;
     file.sync_all().map_err(io_error)?;
@@ -301,6 +299,14 @@ pub fn write(tree: &DataTree, zxid: i64, dir: &Path) -> Result<PathBuf, MigrateE
         .and_then(|d| d.sync_all())
         .map_err(io_error)?;
     Ok(path)
+}
+
+/// Writes `tree` to `writer` as ZooKeeper's snapshot file holds it
+/// (uncompressed, no digest section), and hands the writer back.
+pub fn write_to<W: Write>(tree: &DataTree, writer: W) -> io::Result<W> {
+    let mut out = JavaOut::new(writer);
+    write_stream(tree, &mut out)?;
+    Ok(out.into_inner())
 }
 
 fn write_stream<W: Write>(tree: &DataTree, out: &mut JavaOut<W>) -> io::Result<()> {

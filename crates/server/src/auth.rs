@@ -40,6 +40,16 @@ pub fn ip_id(addr: IpAddr) -> Id {
     Id::new("ip", text)
 }
 
+/// The ids a client certificate with `subject` grants: `x509:<subject>`,
+/// and `super` too when it is `X509AuthenticationProvider.superUser`.
+pub fn certificate_ids(subject: String, super_user: Option<&str>) -> Vec<Id> {
+    let mut ids = vec![Id::new("x509", subject.clone())];
+    if super_user == Some(subject.as_str()) {
+        ids.push(Id::new("super", subject));
+    }
+    ids
+}
+
 /// The ids an `auth` packet from a client at `remote` grants, or `None`
 /// when it is refused (the connection is then told `AuthFailed` and
 /// closed). ZooKeeper's server providers by default: `digest` accepts any

@@ -96,6 +96,27 @@ pub struct AdminConfig {
     pub port: u16,
     /// Where the command listing lives; each command at `{url}/{name}`.
     pub command_url: String,
+    /// `admin.forceHttps`: HTTPS only, with the `ssl.quorum.*` stores.
+    pub force_https: bool,
+    /// `admin.portUnification`: HTTPS and HTTP on the one port.
+    pub port_unification: bool,
+    /// `admin.needClientAuth`: an HTTPS client must show a certificate the
+    /// `ssl.quorum` trust store trusts (x509 authentication needs it).
+    pub need_client_auth: bool,
+    /// `admin.rateLimiterIntervalInMS`: at most one `snapshot` or `restore`
+    /// per interval.
+    pub rate_limit_interval_ms: u64,
+    /// `admin.snapshot.enabled`.
+    pub snapshot_enabled: bool,
+    /// `admin.restore.enabled`.
+    pub restore_enabled: bool,
+}
+
+impl AdminConfig {
+    /// Whether the port speaks HTTPS (only, or beside HTTP).
+    pub fn https(&self) -> bool {
+        self.force_https || self.port_unification
+    }
 }
 
 impl Default for AdminConfig {
@@ -105,6 +126,12 @@ impl Default for AdminConfig {
             address: IpAddr::from([0, 0, 0, 0]),
             port: 8080,
             command_url: "/commands".to_string(),
+            force_https: false,
+            port_unification: false,
+            need_client_auth: false,
+            rate_limit_interval_ms: 300_000,
+            snapshot_enabled: true,
+            restore_enabled: true,
         }
     }
 }
@@ -343,6 +370,16 @@ impl ServerConfig {
                 "admin.serverAddress" => config.admin.address = address(raw_key, value)?,
                 "admin.serverPort" => config.admin.port = number(raw_key, value)?,
                 "admin.commandURL" => config.admin.command_url = command_url(raw_key, value)?,
+                "admin.forceHttps" => config.admin.force_https = boolean(raw_key, value)?,
+                "admin.portUnification" => config.admin.port_unification = boolean(raw_key, value)?,
+                "admin.needClientAuth" => config.admin.need_client_auth = boolean(raw_key, value)?,
+                "admin.rateLimiterIntervalInMS" => {
+                    config.admin.rate_limit_interval_ms = number(raw_key, value)?
+                }
+                "admin.snapshot.enabled" => {
+                    config.admin.snapshot_enabled = boolean(raw_key, value)?
+                }
+                "admin.restore.enabled" => config.admin.restore_enabled = boolean(raw_key, value)?,
                 "metricsProvider.className" => metrics_provider = Some(value.as_str()),
                 "metricsProvider.httpHost" => metrics.host = address(raw_key, value)?,
                 "metricsProvider.httpPort" => metrics.port = number(raw_key, value)?,
@@ -681,8 +718,19 @@ mod tests {
         let default_provider =
             "metricsProvider.className=org.apache.zookeeper.metrics.impl.DefaultMetricsProvider";
         assert_eq!(config(default_provider).unwrap().metrics, None);
+        let c = config(
+            "admin.portUnification=true\nzookeeper.admin.needClientAuth=true\n\
+             admin.rateLimiterIntervalInMS=0\nadmin.snapshot.enabled=false\n",
+        )
+        .unwrap();
+        assert!(c.admin.https() && c.admin.need_client_auth && !c.admin.force_https);
+        assert_eq!(c.admin.rate_limit_interval_ms, 0);
+        assert!(!c.admin.snapshot_enabled && c.admin.restore_enabled);
+        assert!(c.ignored_keys.is_empty());
         for bad in [
             "metricsProvider.className=com.example.Other",
+            "admin.forceHttps=maybe",
+            "admin.rateLimiterIntervalInMS=-1",
             "admin.serverPort=http",
             "admin.serverAddress=localhost:1",
             "admin.commandURL=commands",

@@ -118,6 +118,26 @@ impl Monitor {
         self.shared.last_zxid()
     }
 
+    /// The tree as last applied and the zxid it is at: a version of its
+    /// own (an O(1) clone) that later writes leave as it is.
+    pub fn tree(&self) -> (tree::DataTree, i64) {
+        let published = self.shared.published();
+        (published.tree.clone(), published.last_zxid)
+    }
+
+    /// Whether `ids` may do each permission in `perms` on `path`; `None`
+    /// when there is no such znode.
+    pub fn permits(&self, path: &str, perms: i32, ids: &[jute::Id]) -> Option<bool> {
+        let tree = self.shared.published().tree.clone();
+        tree.permits_each(path, perms, ids)
+    }
+
+    /// The newest snapshot in the data directory: the zxid (log index) it
+    /// is at and when it was written.
+    pub fn last_snapshot(&self) -> Option<(u64, std::time::SystemTime)> {
+        consensus::last_snapshot(&self.shared.config.data_dir)
+    }
+
     pub fn stats(&self) -> ServerStats {
         server_stats(&self.shared, 0)
     }

@@ -85,14 +85,9 @@ impl TlsService {
     }
 
     fn certificate_ids(&self, connection: &tokio_rustls::rustls::ServerConnection) -> Vec<Id> {
-        let Some(subject) = tls::peer_subject(connection) else {
-            return Vec::new();
-        };
-        let mut ids = vec![Id::new("x509", subject.clone())];
-        if self.config.super_user.as_deref() == Some(subject.as_str()) {
-            ids.push(Id::new("super", subject));
-        }
-        ids
+        tls::peer_subject(connection).map_or_else(Vec::new, |subject| {
+            crate::auth::certificate_ids(subject, self.config.super_user.as_deref())
+        })
     }
 
     /// Rebuilds the acceptor whenever a store's file changes; a store that

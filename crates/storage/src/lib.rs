@@ -80,6 +80,6 @@ mod wal_read;
 pub use error::StorageError;
 pub use fs::{FileSystem, ReadableFile, StdFs, WritableFile};
 pub use record::RECORD_PAYLOAD_BYTES_MAX;
-pub use snapshot::{SnapshotReader, SnapshotStore};
+pub use snapshot::{newest_snapshot_in, SnapshotReader, SnapshotStore};
 pub use wal::{PendingSync, RecoveryMode, SegmentRemoval, Wal, WalOptions, WalRecord};
 pub use wal_read::{RecordLocation, WalReader};

@@ -66,6 +66,20 @@ fn parse_snapshot_name(name: &str) -> Option<u64> {
     }
 }
 
+/// The newest finished snapshot in `dir` (by index) and when its file was
+/// last written, from the names alone: a look for reports, which neither
+/// opens the store nor verifies the file.
+pub fn newest_snapshot_in(dir: &Path) -> Option<(u64, std::time::SystemTime)> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .flatten()
+        .filter_map(|entry| {
+            let index = parse_snapshot_name(entry.file_name().to_str()?)?;
+            Some((index, entry.metadata().ok()?.modified().ok()?))
+        })
+        .max_by_key(|(index, _)| *index)
+}
+
 fn is_temp_name(name: &str) -> bool {
     name.starts_with("snap-") && name.ends_with(".tmp")
 }

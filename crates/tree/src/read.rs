@@ -104,6 +104,18 @@ impl DataTree {
         Ok((acl, node.client_stat()))
     }
 
+    /// Whether `auth` may do every permission in `perms` on `path`, each
+    /// checked on its own as ZooKeeper's AdminServer checks a command's
+    /// (since 3.9.4): one entry granting another bit does not stand in
+    /// for a missing one. `None` when there is no such znode.
+    pub fn permits_each(&self, path: &str, perms: i32, auth: &[Id]) -> Option<bool> {
+        let node = self.node(path)?;
+        let mut bits = (0..i32::BITS)
+            .map(|b| 1 << b)
+            .filter(|bit| perms & bit != 0);
+        Some(bits.all(|bit| check_acl(&node.acl, bit, auth)))
+    }
+
     /// getEphemerals: the session's ephemeral paths starting with `prefix`
     /// (all of them for a blank prefix or `/`), sorted.
     pub fn get_ephemerals(&self, session_id: i64, prefix: &str) -> Vec<String> {

@@ -391,6 +391,30 @@ fn permissions_per_op() {
 }
 
 #[test]
+fn each_permission_is_checked_on_its_own() {
+    // ZooKeeper 3.9.4's AdminServer: an entry granting READ to one id and
+    // one granting the rest to another add up only for whoever has both.
+    let mut h = Harness::new();
+    let reader = Id::new("digest", "r:x");
+    let writer = Id::new("digest", "w:x");
+    h.apply(create_acl(
+        "/guarded",
+        "",
+        CreateMode::Persistent,
+        vec![
+            acl(perms::READ, "digest", "r:x"),
+            acl(perms::ALL & !perms::READ, "digest", "w:x"),
+        ],
+    ));
+    let permits = |ids: &[Id]| h.tree.permits_each("/guarded", perms::ALL, ids);
+    assert_eq!(permits(&[reader.clone()]), Some(false));
+    assert_eq!(permits(&[writer.clone()]), Some(false));
+    assert_eq!(permits(&[reader, writer]), Some(true));
+    assert_eq!(permits(&[Id::new("super", "")]), Some(true));
+    assert_eq!(h.tree.permits_each("/missing", perms::ALL, &[]), None);
+}
+
+#[test]
 fn digest_and_auth_scheme_acls() {
     // PrepRequestProcessor.fixupACL, DigestAuthenticationProvider.matches
     let mut h = Harness::new();
