@@ -2,6 +2,7 @@
 shapes and aliases, against whichever server is under test."""
 
 import json
+import socket
 import time
 import urllib.error
 import urllib.request
@@ -87,6 +88,22 @@ def test_every_alias_answers_as_its_command(admin):
 def test_an_unknown_command_is_an_answer_with_an_error(admin):
     answer = command(admin.admin_port, "nosuch")
     assert answer == {"command": "nosuch", "error": "Unknown command: nosuch"}
+
+
+@pytest.mark.parametrize("garbage", [
+    b"\x00\x01\x02 not http at all\r\n\r\n",
+    b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\nNo colon in this header\r\n\r\n",
+    b"GET /commands/ruok HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000 + b"\r\n\r\n",
+])
+def test_a_malformed_request_is_answered_400_and_costs_nothing_else(admin, garbage):
+    with socket.create_connection((HOST, admin.admin_port), timeout=10) as s:
+        s.sendall(garbage)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+    status = reply.split(b"\r\n", 1)[0]
+    assert status.startswith(b"HTTP/1.1 4"), reply[:200]
+    assert command(admin.admin_port, "ruok")["error"] is None
 
 
 def test_the_trace_mask_is_set_and_read_back(admin):

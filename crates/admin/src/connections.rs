@@ -21,6 +21,10 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// How long a new connection has to send its first byte and finish a TLS
 /// handshake (ZooKeeper's admin port closes idle connections after 30 s).
 const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(30);
+/// The most a request's line and headers may take, Jetty's default (the
+/// AdminServer's): past it the request is answered 431 and the connection
+/// closed.
+const REQUEST_HEAD_BYTES_MAX: usize = 8 * 1024;
 
 /// Who sent a request.
 #[derive(Debug, Clone)]
@@ -110,6 +114,7 @@ async fn open(
 async fn serve_http(io: Io, routes: Router) {
     let service = TowerToHyperService::new(routes);
     if let Err(error) = hyper::server::conn::http1::Builder::new()
+        .max_buf_size(REQUEST_HEAD_BYTES_MAX)
         .serve_connection(TokioIo::new(io), service)
         .await
     {
