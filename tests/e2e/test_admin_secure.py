@@ -5,7 +5,7 @@
 then starts from.
 
 Debian's ZooKeeper is 3.8, which has none of these commands nor
-`admin.needClientAuth`: the file runs against Paddock."""
+`admin.needClientAuth`: those tests run against Paddock only."""
 
 import http.client
 import json
@@ -19,7 +19,7 @@ from conftest import make_kazoo
 from kazoo.security import make_acl, make_digest_acl
 from zkharness import HOST, Server, free_port
 
-pytestmark = pytest.mark.paddock_only("ZooKeeper 3.9's AdminServer commands and keys (Debian has 3.8)")
+ZOOKEEPER_3_9 = pytest.mark.paddock_only("ZooKeeper 3.9's AdminServer (Debian has 3.8)")
 
 SUPER_DIGEST = "super:D/InIHSb7yEEbrWz8b9l71RjZJU="  # super:test
 
@@ -61,6 +61,7 @@ def admin(server_factory):
     return admin_server(server_factory)
 
 
+@ZOOKEEPER_3_9
 def test_snapshot_needs_an_authorization_header_that_authenticates(admin):
     port = admin.admin_port
     assert answer(port, "/commands/snap") == (
@@ -76,6 +77,7 @@ def test_snapshot_needs_an_authorization_header_that_authenticates(admin):
         assert (status, body) == (200, {"command": "snapshot", "error": None}), header
 
 
+@ZOOKEEPER_3_9
 def test_snapshot_needs_every_permission_on_the_root(admin):
     zk = make_kazoo(admin)
     zk.add_auth("digest", "super:test")
@@ -93,6 +95,7 @@ def test_snapshot_needs_every_permission_on_the_root(admin):
             assert body == {"command": "snapshot", "error": "Not authorized"}
 
 
+@ZOOKEEPER_3_9
 def test_a_streamed_snapshot_starts_apache_zookeeper_with_the_same_tree(admin, tmp_path):
     zk = make_kazoo(admin)
     zk.create("/app", b"config")
@@ -123,6 +126,7 @@ def test_a_streamed_snapshot_starts_apache_zookeeper_with_the_same_tree(admin, t
         zookeeper.stop()
 
 
+@ZOOKEEPER_3_9
 def test_snapshots_are_rate_limited_and_can_be_turned_off(server_factory):
     # ZooKeeper's snapshot limiter reads this as microseconds: 600 s.
     port = admin_server(server_factory, **{"admin.rateLimiterIntervalInMS": "600000000"}).admin_port
@@ -136,6 +140,7 @@ def test_snapshots_are_rate_limited_and_can_be_turned_off(server_factory):
         503, {"command": "snapshot", "error": None})
 
 
+@ZOOKEEPER_3_9
 def test_restore_is_refused_with_the_way_to_do_it(admin):
     port = admin.admin_port
     assert answer(port, "/commands/restore", method="POST", body=b"ZKSN")[0] == 401
@@ -186,6 +191,7 @@ def test_port_unification_serves_both(server_factory, pki):
     assert answer(port, "/commands/ruok")[0] == 200
 
 
+@ZOOKEEPER_3_9
 def test_need_client_auth_and_x509_authorization(server_factory, pki):
     """With the root closed to all but alice, a certificate is enough only
     when its subject is the x509 superuser."""
