@@ -18,6 +18,7 @@ from kazoo.client import KazooState
 from kazoo.security import make_acl, make_digest_acl
 
 from conftest import make_kazoo
+from ensemble import Ensemble
 from zkharness import ZK_CLI, Server, paddock_bin, wait_until
 from zkwire import CreateMode, Err, Op, RawClient, create_body
 
@@ -329,3 +330,42 @@ def test_a_snapshot_zookeeper_never_finished_is_passed_over_as_zookeeper_does(tm
         assert_same_tree(whole_tree(moved, 120), expected)
     finally:
         moved.stop()
+
+
+def test_an_ensemble_starts_from_one_zookeeper_directory_imported_into_each_server(tmp_path):
+    """docs/MIGRATION.md's ensemble steps: the same ZooKeeper data imported
+    into each server's data directory with its zoo.cfg, which records the
+    voters; the three servers then elect a leader, hold ZooKeeper's tree on
+    every one of them, and take writes with zxids past ZooKeeper's."""
+    zookeeper = Server(tmp_path / "zookeeper", zookeeper_config(), name="zookeeper",
+                       kind="zookeeper")
+    zookeeper.start()
+    try:
+        zk = make_kazoo(zookeeper)
+        zk.create("/locked", b"secret", acl=[make_digest_acl("alice", "pw", all=True),
+                                             make_acl("world", "anyone", read=True)])
+        for i in range(300):
+            zk.create(f"/n{i:03d}", b"value-%d" % i)
+        last_on_zookeeper = zk.exists("/n299").czxid
+        zk.stop()
+        zk.close()
+        expected = whole_tree(zookeeper, 300)
+    finally:
+        zookeeper.stop()
+
+    with Ensemble(tmp_path / "ensemble", voters=3) as ensemble:
+        for member in ensemble.members:
+            member.write_config()
+            out = paddock("import", "--from-zookeeper", zookeeper.data_dir,
+                          "--config", member.config_path)
+            assert "wrote" in out, out
+        ensemble.start()
+        ensemble.wait_all_serving()
+        for member in ensemble.members:
+            assert_same_tree(whole_tree(member, 300), expected)
+        client = ensemble.client(ensemble.leader())
+        client.create("/on-paddock", b"")
+        assert client.exists("/on-paddock").czxid > last_on_zookeeper
+        for member in ensemble.members:
+            reader = ensemble.client(member)
+            assert wait_until(lambda: reader.exists("/on-paddock") is not None, timeout=10)
