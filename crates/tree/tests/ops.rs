@@ -407,8 +407,8 @@ fn each_permission_is_checked_on_its_own() {
         ],
     ));
     let permits = |ids: &[Id]| h.tree.permits_each("/guarded", perms::ALL, ids);
-    assert_eq!(permits(&[reader.clone()]), Some(false));
-    assert_eq!(permits(&[writer.clone()]), Some(false));
+    assert_eq!(permits(std::slice::from_ref(&reader)), Some(false));
+    assert_eq!(permits(std::slice::from_ref(&writer)), Some(false));
     assert_eq!(permits(&[reader, writer]), Some(true));
     assert_eq!(permits(&[Id::new("super", "")]), Some(true));
     assert_eq!(h.tree.permits_each("/missing", perms::ALL, &[]), None);
