@@ -228,22 +228,26 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk):
             s.stop()
 
 
-def zookeeper_with_twenty_znodes(tmp_path, stop):
-    """A ZooKeeper given /n0../n19, then stopped or killed. No snapshot but
-    the first: the 20 creates stay in its log."""
-    zookeeper = Server(tmp_path / "zookeeper",
-                       zookeeper_config(**{"zookeeper.snapCount": "100000"}),
-                       name="zookeeper", kind="zookeeper")
+def zookeeper_with_znodes(tmp_path, count, config, stop="stop"):
+    """A ZooKeeper with `config` given /n0../n<count-1>, then stopped or
+    killed."""
+    zookeeper = Server(tmp_path / "zookeeper", config, name="zookeeper", kind="zookeeper")
     zookeeper.start()
     try:
         zk = make_kazoo(zookeeper)
-        for i in range(20):
+        for i in range(count):
             zk.create(f"/n{i}", b"value-%d" % i)
         zk.stop()
         zk.close()
     finally:
         getattr(zookeeper, stop)()
     return zookeeper
+
+
+def zookeeper_with_twenty_znodes(tmp_path, stop):
+    """No snapshot but the first: the 20 creates stay in its log."""
+    return zookeeper_with_znodes(tmp_path, 20, zookeeper_config(**{"zookeeper.snapCount": "100000"}),
+                                 stop)
 
 
 def test_a_damaged_zookeeper_log_is_refused_by_name_and_offset(tmp_path):
@@ -296,16 +300,7 @@ def test_a_snapshot_zookeeper_never_finished_is_passed_over_as_zookeeper_does(tm
     config = zookeeper_config()
     if compression:
         config["zookeeper.snapshot.compression.method"] = compression
-    zookeeper = Server(tmp_path / "zookeeper", config, name="zookeeper", kind="zookeeper")
-    zookeeper.start()
-    try:
-        zk = make_kazoo(zookeeper)
-        for i in range(120):
-            zk.create(f"/n{i:03d}", b"value-%d" % i)
-        zk.stop()
-        zk.close()
-    finally:
-        zookeeper.stop()
+    zookeeper = zookeeper_with_znodes(tmp_path, 120, config)
     snapshots = sorted((zookeeper.data_dir / "version-2").glob("snapshot.*"),
                        key=lambda p: int(p.name.split(".")[1], 16))
     assert len(snapshots) > 2, snapshots
