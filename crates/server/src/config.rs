@@ -58,6 +58,9 @@ pub struct ServerConfig {
     pub enforce_quota: bool,
     /// ZooKeeper's audit log (`zookeeper.audit.enable`): see `audit`.
     pub audit_enabled: bool,
+    /// `readonlymode.enabled`: a server of an ensemble without a leader
+    /// serves read-only clients.
+    pub read_only_mode: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
@@ -231,6 +234,7 @@ impl Default for ServerConfig {
             extended_types_enabled: false,
             enforce_quota: false,
             audit_enabled: false,
+            read_only_mode: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
             super_digest: None,
@@ -351,6 +355,7 @@ impl ServerConfig {
                 "extendedTypesEnabled" => config.extended_types_enabled = boolean(raw_key, value)?,
                 "enforceQuota" => config.enforce_quota = boolean(raw_key, value)?,
                 "audit.enable" => config.audit_enabled = boolean(raw_key, value)?,
+                "readonlymode.enabled" => config.read_only_mode = boolean(raw_key, value)?,
                 "audit.impl.class" => audit_logger(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
@@ -648,6 +653,7 @@ mod tests {
         )
         .unwrap();
         assert!(c.enforce_quota && c.audit_enabled);
+        assert!(config("readonlymode.enabled=true").unwrap().read_only_mode);
         assert!(config("audit.impl.class=com.example.Mine\n").is_err());
         assert_eq!(c.client_port, 2999);
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));

@@ -114,6 +114,10 @@ enum ConnectionError {
     FromTheFuture { seen: i64, ours: i64 },
     #[error("session could not be created: {0}")]
     SessionNotCreated(String),
+    #[error(
+        "refusing a client that cannot take a read-only server (readonlymode.enabled, no leader)"
+    )]
+    NotReadOnlyClient,
 }
 
 /// Serves a plain-text connection.
@@ -353,8 +357,14 @@ async fn establish<W: AsyncWrite + Unpin>(
 ) -> Result<Option<(SessionContext, Bytes)>, ConnectionError> {
     caught_up_to(shared, connect.last_zxid_seen).await?;
     let timeout_ms = shared.config.negotiate_session_timeout(connect.timeout_ms);
-    let read_only = connect.read_only.map(|_| false);
-    let (session_id, password) = if connect.session_id == 0 {
+    let read_only_mode = shared.read_only.is_active();
+    if read_only_mode && connect.read_only != Some(true) {
+        return Err(ConnectionError::NotReadOnlyClient);
+    }
+    let read_only = connect.read_only.map(|_| read_only_mode);
+    let (session_id, password) = if connect.session_id == 0 && read_only_mode {
+        local_session(shared)
+    } else if connect.session_id == 0 {
         create_session(shared, timeout_ms).await?
     } else {
         let known = shared
@@ -411,6 +421,18 @@ async fn establish<W: AsyncWrite + Unpin>(
     )))
 }
 
+/// A session of a read-only server's own, which no quorum knows: an id
+/// and a password, nothing proposed.
+fn local_session(shared: &Shared) -> (i64, Bytes) {
+    (shared.session_ids.next(), random_password())
+}
+
+fn random_password() -> Bytes {
+    let mut password = vec![0u8; PASSWORD_BYTES];
+    rand::thread_rng().fill_bytes(&mut password);
+    Bytes::from(password)
+}
+
 async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes), ConnectionError> {
     if shared.consensus.status().disk_full() {
         return Err(ConnectionError::SessionNotCreated(
@@ -418,9 +440,7 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
         ));
     }
     let session_id = shared.session_ids.next();
-    let mut password = vec![0u8; PASSWORD_BYTES];
-    rand::thread_rng().fill_bytes(&mut password);
-    let password = Bytes::from(password);
+    let password = random_password();
     let txn = Txn {
         time_ms: now_ms(),
         session_id,

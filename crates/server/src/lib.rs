@@ -35,6 +35,7 @@ mod load_limits;
 mod monitor;
 mod pipeline;
 mod quota_report;
+mod read_only;
 mod reply;
 mod rewatch;
 mod sasl;

@@ -253,6 +253,9 @@ pub(crate) fn mode(shared: &Shared) -> &'static str {
     let Some((ensemble, _)) = &shared.peers else {
         return "standalone";
     };
+    if shared.read_only.is_active() {
+        return "read-only";
+    }
     if ensemble.is_observer() {
         return "observer";
     }
@@ -262,10 +265,10 @@ pub(crate) fn mode(shared: &Shared) -> &'static str {
     }
 }
 
-/// Read-only while the log waits for disk space: writes are refused with
-/// NotReadOnly, as by a read-only ZooKeeper server.
+/// Read-only while the log waits for disk space or in read-only mode:
+/// writes are refused with NotReadOnly, as by a read-only ZooKeeper server.
 pub(crate) fn is_read_only(shared: &Shared) -> bool {
-    shared.consensus.status().disk_full()
+    shared.refuses_writes()
 }
 
 /// `extra_connections`: connections not in the table to count, such as a

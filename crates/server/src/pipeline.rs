@@ -131,12 +131,13 @@ pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Reques
 
 fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
     let request_op = request.op_code();
-    // The log waits for disk space: a write cannot be made durable here, so
-    // it is refused at once, as a read-only ZooKeeper server refuses one
-    // (the client learns that nothing was done), while reads go on.
-    let disk_full = shared.consensus.status().disk_full();
+    // The log waits for disk space, or the server is read-only without a
+    // leader: a write cannot be made durable here, so it is refused at
+    // once, as a read-only ZooKeeper server refuses one (the client learns
+    // that nothing was done), while reads go on.
+    let refuses_writes = shared.refuses_writes();
     let write = |op: TxnOp, shape: ReplyShape| {
-        if disk_full {
+        if refuses_writes {
             return Step::Reply(reply::header_only(
                 xid,
                 shared.last_zxid(),
@@ -217,6 +218,11 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
         Request::Multi(ops) => {
             let (txn_ops, shapes) = multi_ops(shared, session.session_id, ops);
             write(TxnOp::Multi(txn_ops), ReplyShape::Multi(shapes))
+        }
+        // A read-only session is this server's alone: closing it is the
+        // connection's end, nothing to replicate.
+        Request::CloseSession if shared.read_only.is_active() => {
+            Step::Reply(reply::header_only(xid, shared.last_zxid(), ErrorCode::Ok))
         }
         Request::CloseSession => write(TxnOp::CloseSession, ReplyShape::Empty),
         request @ (Request::Exists(_)

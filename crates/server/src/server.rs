@@ -172,6 +172,7 @@ pub async fn run(
         peers: ensemble.zip(network),
         serving: AtomicBool::new(false),
         applied: tokio::sync::watch::channel(applied_index).0,
+        read_only: Default::default(),
         config,
     });
     if let Some((ensemble, network)) = &shared.peers {
@@ -208,12 +209,15 @@ pub async fn run(
     }
 
     let leader_duties = tokio::spawn(leader_duties(shared.clone()));
+    let read_only = (shared.config.read_only_mode && !shared.is_standalone())
+        .then(|| tokio::spawn(crate::read_only::follow_the_quorum(shared.clone())));
     let result = tokio::select! {
         result = &mut apply_task => stopped(result),
         () = shutdown => Ok(()),
     };
     acceptors.iter().for_each(JoinHandle::abort);
     leader_duties.abort();
+    read_only.iter().for_each(JoinHandle::abort);
     if shared.config.audit_enabled {
         crate::audit::server_stopping(&shared.server_user);
     }

@@ -139,6 +139,7 @@ pub struct Shared {
     pub serving: std::sync::atomic::AtomicBool,
     /// The log index of the last applied entry, for `sync` to wait on.
     pub applied: tokio::sync::watch::Sender<u64>,
+    pub read_only: crate::read_only::ReadOnlyMode,
 }
 
 impl Shared {
@@ -156,6 +157,12 @@ impl Shared {
 
     pub fn is_serving(&self) -> bool {
         self.serving.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Writes are refused here now: the log waits for disk space, or the
+    /// server serves read-only clients without a leader.
+    pub fn refuses_writes(&self) -> bool {
+        self.consensus.status().disk_full() || self.read_only.is_active()
     }
 
     pub fn is_leader(&self) -> bool {
