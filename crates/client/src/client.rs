@@ -33,7 +33,7 @@ use crate::data::IntoData;
 use crate::error::Error;
 use crate::ops::{self, CreateOptions, Op, OpResult, ReadResult, Transaction};
 use crate::options::{AuthData, ConnectOptions, ConnectString};
-use crate::path::Chroot;
+use crate::path::{child_path, Chroot};
 use crate::reader::Reply;
 use crate::session::{Command, SessionTask};
 use crate::state::{lock, SessionInfo, SessionState, Shared, StateStream};
@@ -249,6 +249,21 @@ impl Client {
             let created: Create2Response = sent?.decode().await?;
             Ok((shared.chroot.strip(&created.path), created.stat))
         })
+    }
+
+    /// `root` and every node below it, parents before their children
+    /// (breadth first, as ZooKeeper's `ZKUtil.listSubTreeBFS`): what a
+    /// recursive delete removes, deepest first.
+    pub async fn subtree(&self, root: &str) -> Result<Vec<String>, Error> {
+        let mut tree = vec![root.to_owned()];
+        let mut next = 0;
+        while next < tree.len() {
+            let children = self.get_children(&tree[next]).await?;
+            let parent = tree[next].clone();
+            tree.extend(children.iter().map(|child| child_path(&parent, child)));
+            next += 1;
+        }
+        Ok(tree)
     }
 
     /// Deletes a node if its version is `version` (`None`: any version).

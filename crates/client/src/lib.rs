@@ -97,6 +97,7 @@ pub use data::IntoData;
 pub use error::Error;
 pub use ops::{CreateOptions, Op, OpResult, ReadResult, Transaction, MAX_TTL};
 pub use options::{ConnectOptions, DEFAULT_MAX_FRAME_BYTES, DEFAULT_PORT};
+pub use path::child_path;
 pub use quota::{check_quota_target, quota_path, Quota, QuotaLimits, QUOTA_ROOT};
 pub use state::{SessionState, StateStream};
 pub use watch::{Watch, WatchStream, WatchedEvent};

@@ -136,3 +136,12 @@ mod tests {
         assert_eq!(c.strip("/other"), "/other");
     }
 }
+
+/// The path of `child` under `parent`.
+pub fn child_path(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}

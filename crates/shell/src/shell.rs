@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use client::{
-    quota_path, Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op, SessionState,
-    Stat,
+    child_path, quota_path, Acl, Client, ConnectOptions, CreateOptions, Error, ErrorCode, Op,
+    SessionState, Stat,
 };
 
 use sasl::jaas::Login;
@@ -103,14 +103,6 @@ fn checked(path: &str, sequential: bool) -> Result<(), CliError> {
 }
 
 /// A child's path, as ZooKeeper's `ZKUtil` builds it.
-fn child_path(parent: &str, child: &str) -> String {
-    if parent == "/" {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
-    }
-}
-
 /// What a recursive walk does at each node.
 enum Visit<'a> {
     /// `ls -R`: print its path.
@@ -742,14 +734,7 @@ fn parsed_acl(text: &str, err: &mut dyn Write) -> Vec<Acl> {
 /// breadth first, then delete it deepest first, `batch` nodes per
 /// `multi` (one by one if `batch` is 0 or less).
 async fn delete_all(zk: &Client, root: &str, batch: i32) -> Result<(), CliError> {
-    let mut tree = vec![root.to_owned()];
-    let mut next = 0;
-    while next < tree.len() {
-        let node = tree[next].clone();
-        let children = zk.get_children(&node).await.map_err(failed)?;
-        tree.extend(children.iter().map(|child| child_path(&node, child)));
-        next += 1;
-    }
+    let mut tree = zk.subtree(root).await.map_err(failed)?;
     tree.reverse();
     match usize::try_from(batch) {
         Ok(size) if size > 0 => {
