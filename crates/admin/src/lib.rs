@@ -20,6 +20,7 @@
 mod authorization;
 mod commands;
 mod connections;
+mod console;
 mod metrics;
 mod snapshot;
 
@@ -183,11 +184,16 @@ fn admin_routes(command_url: &str, monitor: Monitor) -> Router {
         let command_url = command_url.to_string();
         move || async move { Html(commands::links(&command_url)) }
     };
+    let console = monitor
+        .config()
+        .admin
+        .console_enabled
+        .then(|| console::routes(monitor.clone()));
     let state = Arc::new(AdminState {
         snapshot_limiter: RateLimiter::for_snapshot(monitor.config().admin.rate_limit_interval_ms),
         monitor,
     });
-    Router::new()
+    let commands = Router::new()
         .route(command_url, get(listing.clone()).post(listing.clone()))
         .route(
             &format!("{command_url}/"),
@@ -197,7 +203,11 @@ fn admin_routes(command_url: &str, monitor: Monitor) -> Router {
             &format!("{command_url}/{{name}}"),
             get(command).post(command),
         )
-        .with_state(state)
+        .with_state(state);
+    match console {
+        Some(console) => commands.merge(console),
+        None => commands,
+    }
 }
 
 /// Runs one command, in ZooKeeper's order of checks: is there such a

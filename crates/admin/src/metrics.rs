@@ -333,17 +333,18 @@ fn process_families(page: &mut Page) {
     }
 }
 
-struct Process {
-    cpu_seconds: f64,
+/// What the process spends, from `/proc/self`.
+pub(crate) struct Process {
+    pub cpu_seconds: f64,
     start_time_seconds: f64,
     open_fds: f64,
     max_fds: f64,
     virtual_bytes: f64,
-    resident_bytes: f64,
+    pub resident_bytes: f64,
 }
 
 impl Process {
-    fn read() -> Option<Self> {
+    pub fn read() -> Option<Self> {
         // SAFETY: sysconf only reads a configuration value.
         let ticks_per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         // SAFETY: as above.

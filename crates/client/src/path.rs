@@ -102,6 +102,15 @@ impl Chroot {
     }
 }
 
+/// The path of `child` under `parent`.
+pub fn child_path(parent: &str, child: &str) -> String {
+    if parent == "/" {
+        format!("/{child}")
+    } else {
+        format!("{parent}/{child}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,14 +143,5 @@ mod tests {
         assert_eq!(c.strip("/app/a"), "/a");
         assert_eq!(c.strip("/apple"), "/apple");
         assert_eq!(c.strip("/other"), "/other");
-    }
-}
-
-/// The path of `child` under `parent`.
-pub fn child_path(parent: &str, child: &str) -> String {
-    if parent == "/" {
-        format!("/{child}")
-    } else {
-        format!("{parent}/{child}")
     }
 }

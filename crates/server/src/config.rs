@@ -113,6 +113,8 @@ pub struct AdminConfig {
     pub snapshot_enabled: bool,
     /// `admin.restore.enabled`.
     pub restore_enabled: bool,
+    /// `console.enabled`: Paddock's web console at `/console` on this port.
+    pub console_enabled: bool,
 }
 
 impl AdminConfig {
@@ -135,6 +137,7 @@ impl Default for AdminConfig {
             rate_limit_interval_ms: 300_000,
             snapshot_enabled: true,
             restore_enabled: true,
+            console_enabled: false,
         }
     }
 }
@@ -385,6 +388,7 @@ impl ServerConfig {
                     config.admin.snapshot_enabled = boolean(raw_key, value)?
                 }
                 "admin.restore.enabled" => config.admin.restore_enabled = boolean(raw_key, value)?,
+                "console.enabled" => config.admin.console_enabled = boolean(raw_key, value)?,
                 "metricsProvider.className" => metrics_provider = Some(value.as_str()),
                 "metricsProvider.httpHost" => metrics.host = address(raw_key, value)?,
                 "metricsProvider.httpPort" => metrics.port = number(raw_key, value)?,

@@ -49,7 +49,7 @@ mod tls_config;
 mod tls_listener;
 mod watch;
 
-pub use auth::{authenticate, certificate_ids};
+pub use auth::{authenticate, certificate_ids, digest_id};
 pub use config::{
     parse_properties, AdminConfig, ConfigError, MetricsConfig, ServerConfig, ServerSpec,
 };

@@ -125,6 +125,17 @@ impl Monitor {
         (published.tree.clone(), published.last_zxid)
     }
 
+    /// A session's password, so that a tool of the server's own can resume
+    /// the session as its client would (to close it); `None` for a
+    /// session the tree does not hold.
+    pub fn session_password(&self, session_id: i64) -> Option<bytes::Bytes> {
+        let published = self.shared.published();
+        published
+            .tree
+            .session(session_id)
+            .map(|s| s.password.clone())
+    }
+
     /// Whether `ids` may do each permission in `perms` on `path`; `None`
     /// when there is no such znode.
     pub fn permits(&self, path: &str, perms: i32, ids: &[jute::Id]) -> Option<bool> {

@@ -218,7 +218,7 @@ pub(crate) fn guid() -> String {
 /// ten characters, ZooKeeper's `%010d` of the parent's cversion. (After
 /// 2^31 creates under one parent the counter wraps negative, as in
 /// ZooKeeper; the recipes do not survive that either.)
-pub(crate) fn sequence(name: &str) -> Option<i64> {
+pub fn sequence(name: &str) -> Option<i64> {
     let digits = name.get(name.len().checked_sub(10)?..)?;
     digits.parse().ok()
 }
