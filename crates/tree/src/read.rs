@@ -135,11 +135,14 @@ impl DataTree {
     /// needed on `path`.
     pub fn all_children_number(&self, path: &str, auth: &[Id]) -> Result<i32, ErrorCode> {
         self.readable(path, perms::READ, auth)?;
-        if path == path::ROOT {
-            // ZooKeeper: nodes.size() - 2, its map holding the root twice.
-            return Ok(self.nodes.len() as i32 - 1);
-        }
-        let count = self.descendants(path).count();
+        // ZooKeeper's map holds the root twice, under "/" and "": "/"
+        // answers nodes.size() - 2, and "" counts its keys that start with
+        // "/", which takes in the root itself.
+        let count = match path {
+            path::ROOT => self.nodes.len() - 1,
+            "" => self.nodes.len(),
+            _ => self.descendants(path).count(),
+        };
         Ok(count as i32)
     }
 
