@@ -4,6 +4,7 @@ every action is taken through the page and checked through a separate
 kazoo client; a person without rights is refused; each view is saved as a
 screenshot in target/console-screenshots."""
 
+import base64
 import json
 import threading
 import urllib.error
@@ -172,6 +173,17 @@ def test_a_person_without_rights_is_refused(ensemble, browser):
         urllib.request.urlopen(f"http://{HOST}:{member.admin_port}/console", timeout=10)
     assert refused.value.code == 401
     assert "Basic" in refused.value.headers["WWW-Authenticate"]
+
+    # Made-up credentials cost a session each, up to a bound: the idlest
+    # makes room.
+    before = int(member.four_letter("mntr").split("zk_num_alive_connections\t")[1].split()[0])
+    for n in range(80):
+        request = urllib.request.Request(
+            f"http://{HOST}:{member.admin_port}/console/api/node?path=/",
+            headers={"Authorization": "Basic " + base64.b64encode(f"guess{n}:pw".encode()).decode()})
+        urllib.request.urlopen(request, timeout=10).read()
+    after = int(member.four_letter("mntr").split("zk_num_alive_connections\t")[1].split()[0])
+    assert after - before <= 64, (before, after)
 
     page = open_console(browser, member, user="bob", password="pw")
     page.wait_for_selector('#tree button.name[data-path="/secret"]')

@@ -184,7 +184,7 @@ fn zxid(fields: &HashMap<String, String>) -> Option<i64> {
 }
 
 /// The `key: value` lines of a server's `srvr`; `None` when it does not
-/// answer in time.
+/// answer in time, or answers something else (a refusal).
 async fn srvr(address: &str) -> Option<HashMap<String, String>> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(address).await.ok()?;
@@ -196,11 +196,10 @@ async fn srvr(address: &str) -> Option<HashMap<String, String>> {
     let answer = tokio::time::timeout(PEER_ANSWER_TIMEOUT, ask)
         .await
         .ok()??;
-    Some(
-        answer
-            .lines()
-            .filter_map(|line| line.split_once(": "))
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
+    let fields: HashMap<String, String> = answer
+        .lines()
+        .filter_map(|line| line.split_once(": "))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    fields.contains_key("Mode").then_some(fields)
 }

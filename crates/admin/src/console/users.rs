@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +17,14 @@ use server::Monitor;
 
 /// A console session's timeout: it idles between page views.
 const SESSION_TIMEOUT: Duration = Duration::from_secs(30);
+/// A signed-in identity's session is closed after this long without a
+/// request, so that neither idle people nor a stream of made-up
+/// credentials keep sessions open.
+const IDLE_SESSION_END: Duration = Duration::from_secs(300);
+/// At most this many identities hold a session at once; the one idle
+/// longest makes room for a new one. The sessions come from one address,
+/// well within ZooKeeper's default `maxClientCnxns` (60).
+const SESSIONS_MAX: usize = 16;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const REALM: &str = "Basic realm=\"Paddock console\", charset=\"UTF-8\"";
 
@@ -62,14 +70,23 @@ pub fn sign_in() -> Response {
 /// when its session has ended.
 #[derive(Default)]
 pub struct Sessions {
-    clients: Mutex<HashMap<String, Arc<Client>>>,
+    clients: Mutex<HashMap<String, Held>>,
+}
+
+struct Held {
+    client: Arc<Client>,
+    used: Instant,
 }
 
 impl Sessions {
     /// The client acting for `user`.
     pub async fn client(&self, monitor: &Monitor, user: &User) -> Result<Arc<Client>, String> {
         let key = server::digest_id(&user.credentials());
-        if let Some(client) = self.live(&key) {
+        let (live, ended) = self.live_and_ended(&key);
+        for client in ended {
+            client.close().await;
+        }
+        if let Some(client) = live {
             return Ok(client);
         }
         let options = ConnectOptions::new()
@@ -80,17 +97,40 @@ impl Sessions {
             .await
             .map_err(|e| format!("the console cannot reach this server's client port: {e}"))?;
         let client = Arc::new(client);
-        self.clients
-            .lock()
-            .expect("console sessions poisoned")
-            .insert(key, client.clone());
+        let held = Held {
+            client: client.clone(),
+            used: Instant::now(),
+        };
+        let mut clients = self.clients.lock().expect("console sessions poisoned");
+        clients.insert(key, held);
         Ok(client)
     }
 
-    fn live(&self, key: &str) -> Option<Arc<Client>> {
-        let clients = self.clients.lock().expect("console sessions poisoned");
-        let client = clients.get(key)?;
-        (!client.state().is_terminal()).then(|| client.clone())
+    /// The live client for `key`, marked used; and the clients to close:
+    /// those idle too long, and the idlest when a new identity needs room.
+    fn live_and_ended(&self, key: &str) -> (Option<Arc<Client>>, Vec<Arc<Client>>) {
+        let mut clients = self.clients.lock().expect("console sessions poisoned");
+        let now = Instant::now();
+        let mut ended = Vec::new();
+        clients.retain(|_, held| {
+            let keep = !held.client.state().is_terminal()
+                && now.duration_since(held.used) < IDLE_SESSION_END;
+            if !keep {
+                ended.push(held.client.clone());
+            }
+            keep
+        });
+        let live = clients.get_mut(key).map(|held| {
+            held.used = now;
+            held.client.clone()
+        });
+        if live.is_none() && clients.len() >= SESSIONS_MAX {
+            let idlest = clients.iter().min_by_key(|(_, held)| held.used);
+            if let Some(idlest) = idlest.map(|(key, _)| key.clone()) {
+                ended.extend(clients.remove(&idlest).map(|held| held.client));
+            }
+        }
+        (live, ended)
     }
 }
 
