@@ -80,6 +80,8 @@ def test_a_server_without_its_quorum_serves_read_only_clients(tmp_path):
             assert reader.get_children("/", watch=lambda event: None)
             with pytest.raises(NotReadOnlyCallError):
                 reader.create("/refused", b"")
+            with pytest.raises(NotReadOnlyCallError):
+                reader.sync("/config")
             assert reader.exists("/refused") is None
 
             # A client that cannot take a read-only server is not served.

@@ -244,6 +244,13 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             request,
             auth: session.auth.clone(),
         },
+        // A read-only server has no leader to sync with: ZooKeeper's
+        // ReadOnlyRequestProcessor refuses a sync as it refuses a write.
+        Request::Sync(_) if shared.read_only.is_active() => Step::Reply(reply::header_only(
+            xid,
+            shared.last_zxid(),
+            ErrorCode::NotReadOnly,
+        )),
         Request::Sync(req) => {
             let (answer, read_index) = oneshot::channel();
             // A stopped consensus drops the callback: the sync is lost and
