@@ -38,6 +38,21 @@ def files_in_flight(server):
     return [p for p in top.rglob("*") if p.suffix in (".tmp", ".removing")]
 
 
+def left_from_before(server, since_ns):
+    """The files in flight that were last changed before `since_ns`: what a
+    start should have cleaned. A restarted server may begin a snapshot of
+    its own at once (its log since the last one is long), under the same
+    name; that one is new."""
+    left = []
+    for path in files_in_flight(server):
+        try:
+            if path.stat().st_ctime_ns < since_ns:
+                left.append(path)
+        except FileNotFoundError:
+            pass
+    return left
+
+
 def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
     s = server_factory(SNAPSHOT_EVERY)
     zk = kazoo_factory(s)
@@ -93,8 +108,9 @@ def test_a_kill_while_a_snapshot_is_written_or_a_file_removed_loses_nothing(
     watcher.join()
     assert killed.is_set(), f"never saw a {caught} file"
     zk.stop()
+    restarted_ns = time.time_ns()
     s.start()
-    assert not files_in_flight(s), files_in_flight(s)
+    assert not left_from_before(s, restarted_ns), left_from_before(s, restarted_ns)
     zk = kazoo_factory(s)
     names = set(zk.get_children("/k"))
     missing = [p for p in acknowledged if p.rsplit("/", 1)[1] not in names]
