@@ -147,11 +147,16 @@ async fn bind_admin(config: &ServerConfig) -> Option<(TcpListener, Option<Https>
 
 /// HTTPS with the `ssl.quorum.*` stores, as ZooKeeper's AdminServer: a
 /// client certificate asked for only with `admin.needClientAuth`, and then
-/// required.
+/// required. The console, when it is on and there is a trust store to
+/// check them against, asks for one without requiring it, so that a
+/// person can sign in with it.
 fn admin_https(config: &ServerConfig) -> Result<Https, tls::TlsError> {
     let mut settings = config.quorum_tls.settings.clone();
+    let can_check_certificates = settings.trust_store.location.is_some();
     settings.client_auth = if config.admin.need_client_auth {
         tls::ClientAuth::Need
+    } else if config.admin.console_enabled && can_check_certificates {
+        tls::ClientAuth::Want
     } else {
         tls::ClientAuth::None
     };

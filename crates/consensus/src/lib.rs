@@ -53,5 +53,5 @@ pub use peers::PeerNetwork;
 /// Raft's message, as a [`Network`] carries it.
 pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{last_snapshot, log_dir, snapshot_dir, SnapshotMeta, Snapshots};
-pub use status::{Role, Status};
+pub use status::{LeaderSeen, Role, Status};
 pub use transport::{PeerTls, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

@@ -614,6 +614,9 @@ impl<W: Send + 'static> Driver<W> {
         }
         let had_leader = self.leader_id != 0;
         self.leader_id = leader;
+        if leader != 0 {
+            self.status.record_leader(leader, self.raw.raft.term);
+        }
         if !had_leader {
             return;
         }

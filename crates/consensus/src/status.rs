@@ -1,7 +1,10 @@
 //! What the consensus thread last knew, published for four-letter words
 //! and metrics without asking the thread.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Mutex;
+use std::time::SystemTime;
 
 use crate::histogram::Histogram;
 
@@ -11,6 +14,17 @@ pub enum Role {
     Follower = 0,
     Candidate = 1,
     Leader = 2,
+}
+
+/// How many of the leaders this server came to know it remembers.
+const LEADERS_REMEMBERED: usize = 100;
+
+/// A leader this server came to know, and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderSeen {
+    pub leader_id: u64,
+    pub term: u64,
+    pub at: SystemTime,
 }
 
 #[derive(Debug, Default)]
@@ -28,6 +42,8 @@ pub struct Status {
     /// Times this server lost the leader it knew, to a crash, an election
     /// or a hand-off.
     pub(crate) leader_changes: AtomicU64,
+    /// The leaders this server has come to know, newest last.
+    pub(crate) leaders: Mutex<VecDeque<LeaderSeen>>,
     /// How long each sync of the log took.
     pub(crate) log_syncs: Histogram,
 }
@@ -61,6 +77,25 @@ impl Status {
     /// same moments as `looking_count`, when a peer starts looking).
     pub fn leader_changes(&self) -> u64 {
         self.leader_changes.load(Ordering::Relaxed)
+    }
+
+    /// The last leaders this server came to know, oldest first: leader
+    /// changes over time, as seen from here.
+    pub fn leader_history(&self) -> Vec<LeaderSeen> {
+        let leaders = self.leaders.lock().expect("leader history poisoned");
+        leaders.iter().copied().collect()
+    }
+
+    pub(crate) fn record_leader(&self, leader_id: u64, term: u64) {
+        let mut leaders = self.leaders.lock().expect("leader history poisoned");
+        if leaders.len() == LEADERS_REMEMBERED {
+            leaders.pop_front();
+        }
+        leaders.push_back(LeaderSeen {
+            leader_id,
+            term,
+            at: SystemTime::now(),
+        });
     }
 
     /// How long the log's syncs (one fdatasync per batch) have taken.

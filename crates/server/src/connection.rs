@@ -550,26 +550,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let closing = matches!(request, Request::CloseSession);
         let mut in_process = None;
         let step = match request {
-            Request::Auth(packet) => {
-                match crate::auth::authenticate(
-                    &packet.scheme,
-                    packet.auth.as_deref(),
-                    handle.remote.ip(),
-                    shared.config.super_digest.as_deref(),
-                ) {
-                    Some(ids) => {
-                        session.auth = Arc::new(merge_ids(&session.auth, ids));
-                        *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
-                        Step::Reply(reply::header_only(header.xid, 0, ErrorCode::Ok))
-                    }
-                    None => {
-                        let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
-                        let _ = steps.send(Step::Reply(failed).into()).await;
-                        let _ = steps.send(Step::Close.into()).await;
-                        return Ok(());
-                    }
+            Request::Auth(packet) => match identify(shared, &packet, handle.remote.ip()) {
+                Some(ids) => {
+                    session.auth = Arc::new(merge_ids(&session.auth, ids));
+                    *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
+                    Step::Reply(reply::header_only(header.xid, 0, ErrorCode::Ok))
                 }
-            }
+                None => {
+                    let failed = reply::header_only(header.xid, 0, ErrorCode::AuthFailed);
+                    let _ = steps.send(Step::Reply(failed).into()).await;
+                    let _ = steps.send(Step::Close.into()).await;
+                    return Ok(());
+                }
+            },
             Request::Sasl(request) => {
                 let step = sasl_step(conn, &mut session, &mut sasl, header.xid, request.token);
                 if matches!(step, Step::ReplyThenClose(_) | Step::Close) {
@@ -789,6 +782,24 @@ fn sasl_step(
             ))
         }
     }
+}
+
+/// The ids an `auth` packet grants, or `None` when it is refused: a token
+/// lent to one of the server's own tools, or a scheme's provider.
+fn identify(
+    shared: &Shared,
+    packet: &jute::AuthPacket,
+    remote: std::net::IpAddr,
+) -> Option<Vec<Id>> {
+    if packet.scheme == crate::delegation::DELEGATED_SCHEME {
+        return shared.delegations.redeem(packet.auth.as_deref()?);
+    }
+    crate::auth::authenticate(
+        &packet.scheme,
+        packet.auth.as_deref(),
+        remote,
+        shared.config.super_digest.as_deref(),
+    )
 }
 
 fn merge_ids(current: &[Id], added: Vec<Id>) -> Vec<Id> {

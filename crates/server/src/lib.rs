@@ -8,7 +8,8 @@
 //! - `apply`: committed txns into tree versions, watch events, snapshots;
 //!   `snapshot_schedule`: when the next snapshot is due.
 //! - `shared`: state all tasks share, and its locking rule.
-//! - `session`: session liveness and ids; `auth`, `sasl`: identities.
+//! - `session`: session liveness and ids; `auth`, `sasl`: identities;
+//!   `delegation`: identities lent to the server's own tools' sessions.
 //! - `ensemble`: the servers of an ensemble and what they tell each other
 //!   outside the log.
 //! - `watch`, `rewatch`: the watch registry and `setWatches`.
@@ -28,6 +29,7 @@ mod audit;
 mod auth;
 mod config;
 mod connection;
+mod delegation;
 mod ensemble;
 mod event_order;
 mod four_letter;
@@ -54,6 +56,7 @@ pub use config::{
     parse_properties, AdminConfig, ConfigError, MetricsConfig, ServerConfig, ServerSpec,
 };
 pub use consensus::HistogramSnapshot;
+pub use delegation::DELEGATED_SCHEME;
 pub use monitor::{
     environment, full_version, max_fds, open_fds, ConnectionInfo, Monitor, MonitorValue,
     ServerStats, VERSION,

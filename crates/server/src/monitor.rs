@@ -136,6 +136,12 @@ impl Monitor {
             .map(|s| s.password.clone())
     }
 
+    /// A one-time token that grants `ids` to the session that presents it
+    /// in an `auth` packet of [`crate::DELEGATED_SCHEME`] on this server.
+    pub fn lend_identity(&self, ids: Vec<jute::Id>) -> Vec<u8> {
+        self.shared.delegations.lend(ids)
+    }
+
     /// Whether `ids` may do each permission in `perms` on `path`; `None`
     /// when there is no such znode.
     pub fn permits(&self, path: &str, perms: i32, ids: &[jute::Id]) -> Option<bool> {

@@ -173,6 +173,7 @@ pub async fn run(
         serving: AtomicBool::new(false),
         applied: tokio::sync::watch::channel(applied_index).0,
         read_only: Default::default(),
+        delegations: Default::default(),
         config,
     });
     if let Some((ensemble, network)) = &shared.peers {

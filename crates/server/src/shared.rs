@@ -140,6 +140,8 @@ pub struct Shared {
     /// The log index of the last applied entry, for `sync` to wait on.
     pub applied: tokio::sync::watch::Sender<u64>,
     pub read_only: crate::read_only::ReadOnlyMode,
+    /// Identities lent to sessions the server's own tools open.
+    pub delegations: crate::delegation::Delegations,
 }
 
 impl Shared {

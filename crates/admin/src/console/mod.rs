@@ -2,8 +2,9 @@
 //! `/console`: the tree to browse and edit, sessions and watches, recipe
 //! queues, and the ensemble with live charts.
 //!
-//! - `users`: sign-in (HTTP Basic, a digest identity) and the ZooKeeper
-//!   session that acts for each person, so the znode ACLs decide.
+//! - `users`: sign-in (a client certificate, HTTP Basic as a digest
+//!   identity, or both) and the ZooKeeper session that acts for each
+//!   person, so the znode ACLs decide.
 //! - `tree_api`: znodes, children a page at a time, and their changes.
 //! - `server_api`: sessions, watches, recipe queues, the ensemble and the
 //!   live figures, read from the server's `Monitor`.
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
@@ -50,6 +51,7 @@ pub fn routes(monitor: Monitor) -> Router {
         .route("/console", get(page))
         .route("/console/console.js", get(script))
         .route("/console/console.css", get(style))
+        .route("/console/api/me", get(me))
         .route("/console/api/node", get(node))
         .route("/console/api/children", get(children))
         .route("/console/api/subtree-size", get(subtree_size))
@@ -65,11 +67,8 @@ pub fn routes(monitor: Monitor) -> Router {
         .with_state(console)
 }
 
-async fn page(headers: HeaderMap) -> Response {
-    match User::from_headers(&headers) {
-        Some(_) => asset("text/html; charset=utf-8", PAGE),
-        None => users::sign_in(),
-    }
+async fn page(_: User) -> Response {
+    asset("text/html; charset=utf-8", PAGE)
 }
 
 async fn script() -> Response {
@@ -85,14 +84,11 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
 }
 
 /// Runs `act` with the signed-in person's ZooKeeper client.
-async fn as_user<F, Fut>(console: &Console, headers: &HeaderMap, act: F) -> Response
+async fn as_user<F, Fut>(console: &Console, user: User, act: F) -> Response
 where
     F: FnOnce(Arc<client::Client>) -> Fut,
     Fut: std::future::Future<Output = Answer>,
 {
-    let Some(user) = User::from_headers(headers) else {
-        return users::sign_in();
-    };
     match console.sessions.client(&console.monitor, &user).await {
         Ok(zk) => reply(act(zk).await),
         Err(message) => reply(Err(Failure {
@@ -133,41 +129,39 @@ fn path_of(params: &HashMap<String, String>) -> String {
     }
 }
 
-async fn node(State(c): State<Arc<Console>>, headers: HeaderMap, Query(q): Params) -> Response {
+async fn node(State(c): State<Arc<Console>>, user: User, Query(q): Params) -> Response {
     let path = path_of(&q);
-    as_user(&c, &headers, |zk| async move {
-        tree_api::node(&zk, &path).await
-    })
+    as_user(
+        &c,
+        user,
+        |zk| async move { tree_api::node(&zk, &path).await },
+    )
     .await
 }
 
-async fn children(State(c): State<Arc<Console>>, headers: HeaderMap, Query(q): Params) -> Response {
+async fn children(State(c): State<Arc<Console>>, user: User, Query(q): Params) -> Response {
     let path = path_of(&q);
     let (after, prefix) = (
         param(&q, "after").to_string(),
         param(&q, "prefix").to_string(),
     );
-    as_user(&c, &headers, |zk| async move {
+    as_user(&c, user, |zk| async move {
         tree_api::children(&zk, &path, &after, &prefix).await
     })
     .await
 }
 
-async fn subtree_size(
-    State(c): State<Arc<Console>>,
-    headers: HeaderMap,
-    Query(q): Params,
-) -> Response {
+async fn subtree_size(State(c): State<Arc<Console>>, user: User, Query(q): Params) -> Response {
     let path = path_of(&q);
-    as_user(&c, &headers, |zk| async move {
+    as_user(&c, user, |zk| async move {
         tree_api::subtree_size(&zk, &path).await
     })
     .await
 }
 
-async fn recipe(State(c): State<Arc<Console>>, headers: HeaderMap, Query(q): Params) -> Response {
+async fn recipe(State(c): State<Arc<Console>>, user: User, Query(q): Params) -> Response {
     let path = path_of(&q);
-    as_user(&c, &headers, |zk| async move {
+    as_user(&c, user, |zk| async move {
         server_api::recipe_queue(&zk, &path).await
     })
     .await
@@ -190,8 +184,8 @@ fn number(body: &Value, name: &str) -> Result<i64, Failure> {
         .ok_or_else(|| Failure::bad_request(format!("{name} must be a number")))
 }
 
-async fn create(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
-    as_user(&c, &headers, |zk| async move {
+async fn create(State(c): State<Arc<Console>>, user: User, body: Bytes) -> Response {
+    as_user(&c, user, |zk| async move {
         let body = body_of(&body)?;
         let new = NewNode {
             path: field(&body, "path"),
@@ -203,8 +197,8 @@ async fn create(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) 
     .await
 }
 
-async fn set(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
-    as_user(&c, &headers, |zk| async move {
+async fn set(State(c): State<Arc<Console>>, user: User, body: Bytes) -> Response {
+    as_user(&c, user, |zk| async move {
         let body = body_of(&body)?;
         let version = i32::try_from(number(&body, "version")?)
             .map_err(|_| Failure::bad_request("version out of range"))?;
@@ -213,8 +207,8 @@ async fn set(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> 
     .await
 }
 
-async fn delete(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
-    as_user(&c, &headers, |zk| async move {
+async fn delete(State(c): State<Arc<Console>>, user: User, body: Bytes) -> Response {
+    as_user(&c, user, |zk| async move {
         let body = body_of(&body)?;
         let path = field(&body, "path");
         if body.get("recursive").and_then(Value::as_bool) == Some(true) {
@@ -229,37 +223,34 @@ async fn delete(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) 
     .await
 }
 
-/// Server-wide views need a signed-in person too.
-fn signed_in(headers: &HeaderMap, view: impl FnOnce() -> Value) -> Response {
-    match User::from_headers(headers) {
-        Some(_) => json(StatusCode::OK, &view()),
-        None => users::sign_in(),
-    }
+/// Who the console acts as: the ids of the signed-in person, as the
+/// server's providers grant them (a digest id shows its user and hash).
+async fn me(State(c): State<Arc<Console>>, user: User) -> Response {
+    let ids: Vec<String> = user
+        .ids(&c.monitor)
+        .into_iter()
+        .map(|id| format!("{}:{}", id.scheme, id.id))
+        .collect();
+    json(StatusCode::OK, &serde_json::json!({ "ids": ids }))
 }
 
-async fn sessions(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    signed_in(&headers, || server_api::sessions(&c.monitor))
+async fn sessions(State(c): State<Arc<Console>>, _: User) -> Response {
+    json(StatusCode::OK, &server_api::sessions(&c.monitor))
 }
 
-async fn watches(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    signed_in(&headers, || server_api::watches(&c.monitor))
+async fn watches(State(c): State<Arc<Console>>, _: User) -> Response {
+    json(StatusCode::OK, &server_api::watches(&c.monitor))
 }
 
-async fn live(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    signed_in(&headers, || server_api::live(&c.monitor))
+async fn live(State(c): State<Arc<Console>>, _: User) -> Response {
+    json(StatusCode::OK, &server_api::live(&c.monitor))
 }
 
-async fn ensemble(State(c): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    if User::from_headers(&headers).is_none() {
-        return users::sign_in();
-    }
+async fn ensemble(State(c): State<Arc<Console>>, _: User) -> Response {
     json(StatusCode::OK, &server_api::ensemble(&c.monitor).await)
 }
 
-async fn close_session(State(c): State<Arc<Console>>, headers: HeaderMap, body: Bytes) -> Response {
-    let Some(user) = User::from_headers(&headers) else {
-        return users::sign_in();
-    };
+async fn close_session(State(c): State<Arc<Console>>, user: User, body: Bytes) -> Response {
     let body = match body_of(&body) {
         Ok(body) => body,
         Err(failure) => return reply(Err(failure)),
@@ -270,5 +261,5 @@ async fn close_session(State(c): State<Arc<Console>>, headers: HeaderMap, body: 
             "{id:?} is not a session id"
         ))));
     };
-    reply(server_api::close_session(&c.monitor, &user.credentials(), id).await)
+    reply(server_api::close_session(&c.monitor, &user.ids(&c.monitor), id).await)
 }

@@ -1,7 +1,7 @@
 //! The console's view of the server and its ensemble: sessions with their
 //! connections, ephemerals and watches; watches by path; who holds and who
 //! waits for the recipes' locks and elections under a znode; each server's
-//! role and zxid; the live figures the charts draw. Closing a session is
+//! role and zxid, and the leaders this one has seen; the live figures the charts draw. Closing a session is
 //! done as its own client would: by resuming it and closing it.
 
 use std::collections::HashMap;
@@ -59,15 +59,8 @@ pub fn watches(monitor: &Monitor) -> Value {
 
 /// Closes `session_id` by resuming it with its password and closing it,
 /// as its client would, if the person may administer the root.
-pub async fn close_session(monitor: &Monitor, credentials: &str, session_id: i64) -> Answer {
-    let ids = server::authenticate(
-        "digest",
-        Some(credentials.as_bytes()),
-        std::net::IpAddr::from([127, 0, 0, 1]),
-        monitor.config().super_digest.as_deref(),
-    )
-    .unwrap_or_default();
-    if monitor.permits("/", jute::perms::ADMIN, &ids) != Some(true) {
+pub async fn close_session(monitor: &Monitor, ids: &[jute::Id], session_id: i64) -> Answer {
+    if monitor.permits("/", jute::perms::ADMIN, ids) != Some(true) {
         return Err(Failure {
             status: axum::http::StatusCode::FORBIDDEN,
             message: "closing a session needs ADMIN on / (or the super user)".into(),
@@ -174,8 +167,23 @@ pub async fn ensemble(monitor: &Monitor) -> Value {
     json!({
         "me": monitor.server_id(),
         "leader_changes": monitor.consensus().leader_changes(),
+        "leaders": leader_history(monitor),
         "servers": servers,
     })
+}
+
+/// The leaders this server came to know, oldest first, each with when.
+fn leader_history(monitor: &Monitor) -> Vec<Value> {
+    let since_epoch_ms = |at: std::time::SystemTime| {
+        at.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+    };
+    monitor
+        .consensus()
+        .leader_history()
+        .into_iter()
+        .map(|seen| json!({"id": seen.leader_id, "term": seen.term, "at_ms": since_epoch_ms(seen.at)}))
+        .collect()
 }
 
 fn zxid(fields: &HashMap<String, String>) -> Option<i64> {

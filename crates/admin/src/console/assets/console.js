@@ -291,6 +291,14 @@ async function showEnsemble() {
       .forEach((c) => row.append(element("td", {}, String(c))));
     body.append(row);
   }
+  const leaders = $("leaders").tBodies[0];
+  leaders.replaceChildren();
+  for (const l of ensemble.leaders.slice().reverse()) {
+    const row = element("tr");
+    [new Date(l.at_ms).toLocaleString(), "server " + l.id, String(l.term)]
+      .forEach((c) => row.append(element("td", {}, c)));
+    leaders.append(row);
+  }
 }
 
 function drawChart(canvas, series) {
@@ -366,4 +374,6 @@ document.querySelectorAll("nav button").forEach((tab) => {
   tab.addEventListener("click", () => show(tab.dataset.view));
 });
 
+api("me").then((me) => { $("signed-in-as").textContent = "signed in as " + me.ids.join(", "); })
+  .catch((e) => say(e.message, true));
 refreshTree().then(() => select("/", document.querySelector("#tree li")));
