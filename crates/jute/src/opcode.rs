@@ -48,6 +48,25 @@ impl OpCode {
         self as i32
     }
 
+    /// Whether a client's request of this type changes the tree: ZooKeeper's
+    /// prep stage makes it a txn, ordered through the log, even when its
+    /// body cannot be read (then an error txn).
+    pub fn is_write(self) -> bool {
+        use OpCode::*;
+        matches!(
+            self,
+            Create
+                | Create2
+                | CreateContainer
+                | CreateTtl
+                | Delete
+                | SetData
+                | SetAcl
+                | Multi
+                | Reconfig
+        )
+    }
+
     pub fn from_code(code: i32) -> Option<Self> {
         use OpCode::*;
         Some(match code {

@@ -22,13 +22,15 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tree::{Outcome, Txn, TxnOp};
+use tree::{Outcome, TxnOp};
 
 use crate::audit::AuditedWrite;
-use crate::event_order::EventOrder;
 use crate::pipeline::{self, Proposal, SessionContext, Step};
 use crate::reply;
-use crate::shared::{next_connection_id, now_ms, ConnectionHandle, QueuedEvent, Shared};
+use crate::session_order::{self, EventOrder, Propose, SessionOrder};
+use crate::shared::{
+    next_connection_id, now_ms, stamped_txn, ConnectionHandle, QueuedEvent, Shared,
+};
 use crate::throttle::{Admission, ConnectionKind, InProcess};
 
 /// Steps a connection may have in flight before it stops reading its
@@ -56,17 +58,6 @@ const PASSWORD_BYTES: usize = 16;
 /// server cut off from the quorum still refuses soon enough for the client
 /// to try the next one well within its connect timeout.
 const CATCH_UP_WAIT: Duration = Duration::from_millis(250);
-
-/// What the reader must know of the writer's progress to keep the
-/// session's order (pipeline constraint 1) without giving up pipelining:
-/// a read is answered at once only when no earlier write of the session is
-/// unfinished, and a write is proposed at once only when no earlier read is
-/// still waiting (it must not see that write).
-#[derive(Default)]
-struct SessionOrder {
-    writes_unfinished: AtomicUsize,
-    reads_waiting: AtomicUsize,
-}
 
 /// What the reader and the writer of one connection share.
 struct Connection {
@@ -441,16 +432,13 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
     }
     let session_id = shared.session_ids.next();
     let password = random_password();
-    let txn = Txn {
-        time_ms: now_ms(),
+    let txn = stamped_txn(
         session_id,
-        auth: Vec::new(),
-        enforce_quota: false,
-        op: TxnOp::CreateSession {
+        TxnOp::CreateSession {
             timeout_ms,
             password: password.clone(),
         },
-    };
+    );
     match shared.propose(&txn).await {
         Ok(committed) if matches!(committed.outcome, Outcome::SessionCreated) => {
             Ok((session_id, password))
@@ -658,9 +646,8 @@ async fn admit(
 }
 
 /// Runs a step now when the session's order allows it, else leaves it for
-/// the writer (see [`SessionOrder`]).
+/// the writer (see `session_order`).
 fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
-    let order = &conn.order;
     match step {
         Step::Write {
             xid,
@@ -670,9 +657,9 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
             received,
             audit,
         } => {
-            order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
+            let when = conn.order.write_arrived();
             let proposal = match proposal {
-                Proposal::Pending(txn) if order.reads_waiting.load(Ordering::Acquire) == 0 => {
+                Proposal::Pending(txn) if when == Propose::Now => {
                     Proposal::Made(conn.shared.propose(&txn))
                 }
                 proposal => proposal,
@@ -686,26 +673,19 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
                 audit,
             }
         }
-        Step::Read { xid, request, auth } => {
-            // At once only with nothing of this session before it still
-            // waiting: an earlier read answered later would see newer data
-            // than this one, and the session's zxids would go backwards.
-            if order.writes_unfinished.load(Ordering::Acquire) == 0
-                && order.reads_waiting.load(Ordering::Acquire) == 0
-            {
+        Step::Read { xid, request, auth } => match conn.order.read_arrived() {
+            session_order::Answer::Now => {
                 let (bytes, number) = answer_read(conn, session, &auth, xid, request);
-                return Step::Answered {
+                Step::Answered {
                     bytes,
                     number,
                     _budget: None,
-                };
+                }
             }
-            order.reads_waiting.fetch_add(1, Ordering::AcqRel);
-            Step::Read { xid, request, auth }
-        }
+            session_order::Answer::InTurn => Step::Read { xid, request, auth },
+        },
         Step::Sync { .. } => {
-            // Later reads must wait for the sync, as for a write.
-            order.writes_unfinished.fetch_add(1, Ordering::AcqRel);
+            conn.order.sync_arrived();
             step
         }
         other => other,
@@ -956,7 +936,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                         };
                         let write = PendingWrite { xid, op, shape: &shape, received, audit: audit.as_ref() };
                         let answer = await_write(&conn, write, committed).await;
-                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+                        order.write_finished();
                         match answer {
                             WriteAnswer::Reply(bytes) => Some(bytes),
                             WriteAnswer::Lost => { close = true; None }
@@ -965,7 +945,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     }
                     Step::Sync { xid, path, read_index } => {
                         let synced = await_sync(shared, token, read_index).await;
-                        order.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+                        order.write_finished();
                         match synced {
                             SyncAnswer::Synced => Some(pipeline::sync_reply(shared, xid, path)),
                             SyncAnswer::Lost => { close = true; None }
@@ -974,7 +954,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     }
                     Step::Read { xid, request, auth } => {
                         let (answer, number) = answer_read(&conn, &session, &auth, xid, request);
-                        order.reads_waiting.fetch_sub(1, Ordering::AcqRel);
+                        order.waiting_read_answered();
                         read = Some(number);
                         Some(answer)
                     }

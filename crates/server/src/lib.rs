@@ -4,7 +4,9 @@
 //! Layout:
 //! - `server`: everything wired together; start here.
 //! - `connection`: one client connection — handshake, reader, writer.
-//! - `pipeline`: what each request becomes (reply, write, ordered read).
+//! - `pipeline`: what each request becomes (reply, write, ordered read);
+//!   `session_order`: the order of a session's requests, answers and
+//!   watch events, which the connection's reader and writer follow.
 //! - `apply`: committed txns into tree versions, watch events, snapshots;
 //!   `snapshot_schedule`: when the next snapshot is due.
 //! - `shared`: state all tasks share, and its locking rule.
@@ -31,7 +33,6 @@ mod config;
 mod connection;
 mod delegation;
 mod ensemble;
-mod event_order;
 mod four_letter;
 mod load_limits;
 mod monitor;
@@ -43,6 +44,7 @@ mod rewatch;
 mod sasl;
 mod server;
 mod session;
+mod session_order;
 mod shared;
 mod snapshot_schedule;
 mod stats;

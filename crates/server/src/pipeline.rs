@@ -4,7 +4,8 @@
 //! is met:
 //! 1. *A session's requests complete in the order they were sent.* A
 //!    connection turns requests into [`Step`]s in arrival order and one
-//!    writer task completes them in that order (see `connection`).
+//!    writer task completes them in that order; `session_order` holds the
+//!    whole rule of a session's order, events included.
 //! 2. *Writes apply in zxid order.* Every write is one log entry; the apply
 //!    loop applies entries in log order and the log index is the zxid.
 //! 3. *No race between a write and a read that sets a watch.* A read is
@@ -46,7 +47,7 @@ const CHILDREN_PAGE_BYTES_MAX: usize = 256 << 10;
 pub enum Step {
     /// An answer decided without waiting for anything.
     Reply(Bytes),
-    /// A read answered at once, with its number (see `event_order`) and
+    /// A read answered at once, with its number (see `session_order`) and
     /// its share of the connection's answer budget, released once written.
     Answered {
         bytes: Bytes,
@@ -145,11 +146,9 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             ));
         }
         let txn = Txn {
-            time_ms: crate::shared::now_ms(),
-            session_id: session.session_id,
             auth: session.auth.to_vec(),
             enforce_quota: shared.config.enforce_quota,
-            op,
+            ..crate::shared::stamped_txn(session.session_id, op)
         };
         Step::Write {
             xid,
@@ -281,20 +280,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
 /// through the log for a write (ZooKeeper's prep stage makes it an error
 /// txn), at once for anything else.
 pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -> Step {
-    let is_write = OpCode::from_code(op).is_some_and(|op| {
-        matches!(
-            op,
-            OpCode::Create
-                | OpCode::Create2
-                | OpCode::CreateContainer
-                | OpCode::CreateTtl
-                | OpCode::Delete
-                | OpCode::SetData
-                | OpCode::SetAcl
-                | OpCode::Multi
-                | OpCode::Reconfig
-        )
-    });
+    let is_write = OpCode::from_code(op).is_some_and(OpCode::is_write);
     if !is_write {
         return Step::Reply(reply::header_only(
             xid,
@@ -303,13 +289,13 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         ));
     }
     let txn = Txn {
-        time_ms: crate::shared::now_ms(),
-        session_id: session.session_id,
         auth: session.auth.to_vec(),
-        enforce_quota: false,
-        op: TxnOp::Error {
-            code: ErrorCode::MarshallingError,
-        },
+        ..crate::shared::stamped_txn(
+            session.session_id,
+            TxnOp::Error {
+                code: ErrorCode::MarshallingError,
+            },
+        )
     };
     Step::Write {
         xid,
@@ -524,7 +510,7 @@ fn multi_results(
 
 /// Answers a read from the newest applied version, registering its watch
 /// in the same critical section, and numbers the answer there (see
-/// `event_order`). `fired` collects events a `setWatches` owes the client
+/// `session_order`). `fired` collects events a `setWatches` owes the client
 /// at once, to be sent before this reply.
 pub fn answer_read(
     shared: &Shared,
@@ -629,20 +615,95 @@ fn answer_locked(
     request: Request,
     fired: &mut Vec<WatchEvent>,
 ) -> Bytes {
-    // checkWatches is removeWatches without the removing.
-    let removing = matches!(request, Request::RemoveWatches(_));
-    let zxid = published.last_zxid;
-    let tree = &published.tree;
-    let watches = &mut published.watches;
-    let connection = session.connection;
-    let error = |err: ErrorCode| reply::header_only(xid, zxid, err);
+    let mut read = LockedRead {
+        zxid: published.last_zxid,
+        tree: &published.tree,
+        watches: &mut published.watches,
+        connection: session.connection,
+        xid,
+    };
     match request {
-        Request::Exists(req) => match tree.exists_checked(&req.path, auth) {
+        Request::Exists(req) => read.exists(req, auth),
+        Request::GetData(req) => read.get_data(req, auth),
+        Request::GetChildrenPage(req) => read.children_page(req, auth),
+        Request::GetAcl(req) => match read.tree.get_acl(&req.path, auth) {
+            Ok((acl, stat)) => read.answer(&GetACLResponse { acl, stat }),
+            Err(err) => read.header_only(err),
+        },
+        Request::GetEphemerals(req) => {
+            let ephemerals = read.tree.get_ephemerals(session.session_id, &req.prefix);
+            read.answer(&GetEphemeralsResponse { ephemerals })
+        }
+        Request::MultiRead(ops) => read.multi_read(ops, auth),
+        Request::WhoAmI => read.who_am_i(auth),
+        Request::AddWatch(req) => read.add_watch(req),
+        Request::RemoveWatches(req) => read.watches_of(req, WatchQuery::Remove),
+        // checkWatches is removeWatches without the removing.
+        Request::CheckWatches(req) => read.watches_of(req, WatchQuery::Check),
+        Request::SetWatches(req) => read.set_watches(
+            crate::rewatch::Reregister {
+                relative_zxid: req.relative_zxid,
+                data: req.data_watches,
+                exist: req.exist_watches,
+                child: req.child_watches,
+                persistent: Vec::new(),
+                persistent_recursive: Vec::new(),
+            },
+            fired,
+        ),
+        Request::SetWatches2(req) => read.set_watches(
+            crate::rewatch::Reregister {
+                relative_zxid: req.relative_zxid,
+                data: req.data_watches,
+                exist: req.exist_watches,
+                child: req.child_watches,
+                persistent: req.persistent_watches,
+                persistent_recursive: req.persistent_recursive_watches,
+            },
+            fired,
+        ),
+        _ => read.header_only(ErrorCode::Unimplemented),
+    }
+}
+
+/// One read answered under the published lock: the tree and the watches
+/// as of `zxid`, for request `xid` of the session on `connection`.
+struct LockedRead<'a> {
+    tree: &'a DataTree,
+    watches: &'a mut crate::watch::WatchRegistry,
+    connection: ConnectionId,
+    xid: i32,
+    zxid: i64,
+}
+
+/// What removeWatches and checkWatches do with the watches they find.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum WatchQuery {
+    Remove,
+    Check,
+}
+
+impl LockedRead<'_> {
+    fn answer(&self, body: &impl jute::Record) -> Bytes {
+        reply::with_body(self.xid, self.zxid, body)
+    }
+
+    /// An answer of a header alone: an error, or OK with no body.
+    fn header_only(&self, err: ErrorCode) -> Bytes {
+        reply::header_only(self.xid, self.zxid, err)
+    }
+
+    fn watch(&mut self, kind: WatchKind, path: &str) {
+        self.watches.add(self.connection, kind, path);
+    }
+
+    fn exists(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> Bytes {
+        match self.tree.exists_checked(&req.path, auth) {
             Ok(stat) => {
                 if req.watch {
-                    watches.add(connection, WatchKind::Data, &req.path);
+                    self.watch(WatchKind::Data, &req.path);
                 }
-                reply::with_body(xid, zxid, &StatResponse { stat })
+                self.answer(&StatResponse { stat })
             }
             Err(ErrorCode::NoNode) => {
                 // An exists watch on a missing node waits for its creation.
@@ -650,154 +711,133 @@ fn answer_locked(
                 // up, so an invalid path (but for a NUL, refused earlier)
                 // keeps one too, which removeWatches finds.
                 if req.watch {
-                    watches.add(connection, WatchKind::Data, &req.path);
+                    self.watch(WatchKind::Data, &req.path);
                 }
-                error(ErrorCode::NoNode)
+                self.header_only(ErrorCode::NoNode)
             }
-            Err(err) => error(err),
-        },
-        Request::GetData(req) => match tree.get_data(&req.path, auth) {
+            Err(err) => self.header_only(err),
+        }
+    }
+
+    fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> Bytes {
+        match self.tree.get_data(&req.path, auth) {
             Ok((data, stat)) => {
                 if req.watch {
-                    watches.add(connection, WatchKind::Data, &req.path);
+                    self.watch(WatchKind::Data, &req.path);
                 }
-                reply::with_body(xid, zxid, &GetDataResponse { data, stat })
+                self.answer(&GetDataResponse { data, stat })
             }
-            Err(err) => error(err),
-        },
-        Request::GetChildrenPage(req) => {
-            let Ok(max_children @ 1..) = usize::try_from(req.max_children) else {
-                return error(ErrorCode::BadArguments);
-            };
-            let page = tree.get_children_page(
-                &req.path,
-                auth,
-                &req.start_after,
-                max_children,
-                CHILDREN_PAGE_BYTES_MAX,
-            );
-            match page {
-                Ok((children, stat, more)) => {
-                    if req.watch {
-                        watches.add(connection, WatchKind::Child, &req.path);
-                    }
-                    let page = GetChildrenPageResponse {
-                        children,
-                        stat,
-                        more,
-                    };
-                    reply::with_body(xid, zxid, &page)
+            Err(err) => self.header_only(err),
+        }
+    }
+
+    fn children_page(&mut self, req: jute::GetChildrenPageRequest, auth: &[Id]) -> Bytes {
+        let Ok(max_children @ 1..) = usize::try_from(req.max_children) else {
+            return self.header_only(ErrorCode::BadArguments);
+        };
+        let page = self.tree.get_children_page(
+            &req.path,
+            auth,
+            &req.start_after,
+            max_children,
+            CHILDREN_PAGE_BYTES_MAX,
+        );
+        match page {
+            Ok((children, stat, more)) => {
+                if req.watch {
+                    self.watch(WatchKind::Child, &req.path);
                 }
-                Err(err) => error(err),
-            }
-        }
-        Request::GetAcl(req) => match tree.get_acl(&req.path, auth) {
-            Ok((acl, stat)) => reply::with_body(xid, zxid, &GetACLResponse { acl, stat }),
-            Err(err) => error(err),
-        },
-        Request::GetEphemerals(req) => {
-            let ephemerals = tree.get_ephemerals(session.session_id, &req.prefix);
-            reply::with_body(xid, zxid, &GetEphemeralsResponse { ephemerals })
-        }
-        Request::MultiRead(ops) => {
-            let results = ops
-                .into_iter()
-                .map(|op| match op {
-                    ReadOp::GetData(path) => match tree.get_data(&path, auth) {
-                        Ok((data, stat)) => MultiResult::GetData { data, stat },
-                        Err(err) => MultiResult::Error { err: err.code() },
-                    },
-                    ReadOp::GetChildren(path) => match tree.get_children(&path, auth) {
-                        Ok((children, _)) => MultiResult::GetChildren { children },
-                        Err(err) => MultiResult::Error { err: err.code() },
-                    },
+                self.answer(&GetChildrenPageResponse {
+                    children,
+                    stat,
+                    more,
                 })
-                .collect();
-            reply::with_body(xid, zxid, &MultiResponse(results))
-        }
-        Request::WhoAmI => {
-            let client_info = auth
-                .iter()
-                .map(|id| ClientInfo {
-                    auth_scheme: id.scheme.clone(),
-                    user: user_name(id),
-                })
-                .collect();
-            reply::with_body(xid, zxid, &WhoAmIResponse { client_info })
-        }
-        Request::AddWatch(AddWatchRequest { path, mode }) => {
-            // ZooKeeper's `WatcherMode.fromZooDef` throws on an unknown
-            // mode, which its request processor answers as a marshalling
-            // error.
-            let kind = match AddWatchMode::from_code(mode) {
-                Some(AddWatchMode::Persistent) => WatchKind::Persistent,
-                Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
-                None => return error(ErrorCode::MarshallingError),
-            };
-            // ZooKeeper files a null path's watch under a null key, which
-            // no event ever names: nothing to keep.
-            if let Some(path) = path {
-                watches.add(connection, kind, &path);
             }
-            // ZooKeeper answers addWatch with an ErrorResponse(0) body,
-            // which the Java client reads.
-            reply::with_body(xid, zxid, &jute::ErrorResponse { err: 0 })
+            Err(err) => self.header_only(err),
         }
-        Request::RemoveWatches(req) | Request::CheckWatches(req) => {
-            // An unknown type makes `WatcherType.fromInt` throw: a
-            // marshalling error, as for addWatch.
-            let Some(watcher_type) = WatcherType::from_code(req.watcher_type) else {
-                return error(ErrorCode::MarshallingError);
-            };
-            // A null path: ZooKeeper finds no watch to remove under it, and
-            // checking walks its parents, dereferencing it.
-            let Some(path) = req.path else {
-                return error(if removing {
-                    ErrorCode::NoWatcher
-                } else {
-                    ErrorCode::MarshallingError
-                });
-            };
-            let mut found = false;
-            for &kind in watch_kinds(watcher_type) {
-                found |= if removing {
-                    watches.remove(connection, kind, &path)
-                } else {
-                    watches.contains(connection, kind, &path)
-                };
-            }
-            let err = if found {
-                ErrorCode::Ok
-            } else {
-                ErrorCode::NoWatcher
-            };
-            reply::header_only(xid, zxid, err)
+    }
+
+    fn multi_read(&self, ops: Vec<ReadOp>, auth: &[Id]) -> Bytes {
+        let results = ops
+            .into_iter()
+            .map(|op| match op {
+                ReadOp::GetData(path) => match self.tree.get_data(&path, auth) {
+                    Ok((data, stat)) => MultiResult::GetData { data, stat },
+                    Err(err) => MultiResult::Error { err: err.code() },
+                },
+                ReadOp::GetChildren(path) => match self.tree.get_children(&path, auth) {
+                    Ok((children, _)) => MultiResult::GetChildren { children },
+                    Err(err) => MultiResult::Error { err: err.code() },
+                },
+            })
+            .collect();
+        self.answer(&MultiResponse(results))
+    }
+
+    fn who_am_i(&self, auth: &[Id]) -> Bytes {
+        let client_info = auth
+            .iter()
+            .map(|id| ClientInfo {
+                auth_scheme: id.scheme.clone(),
+                user: user_name(id),
+            })
+            .collect();
+        self.answer(&WhoAmIResponse { client_info })
+    }
+
+    fn add_watch(&mut self, AddWatchRequest { path, mode }: AddWatchRequest) -> Bytes {
+        // ZooKeeper's `WatcherMode.fromZooDef` throws on an unknown mode,
+        // which its request processor answers as a marshalling error.
+        let kind = match AddWatchMode::from_code(mode) {
+            Some(AddWatchMode::Persistent) => WatchKind::Persistent,
+            Some(AddWatchMode::PersistentRecursive) => WatchKind::PersistentRecursive,
+            None => return self.header_only(ErrorCode::MarshallingError),
+        };
+        // ZooKeeper files a null path's watch under a null key, which no
+        // event ever names: nothing to keep.
+        if let Some(path) = path {
+            self.watch(kind, &path);
         }
-        Request::SetWatches(req) => {
-            let reregister = crate::rewatch::Reregister {
-                relative_zxid: req.relative_zxid,
-                data: req.data_watches,
-                exist: req.exist_watches,
-                child: req.child_watches,
-                persistent: Vec::new(),
-                persistent_recursive: Vec::new(),
+        // ZooKeeper answers addWatch with an ErrorResponse(0) body, which
+        // the Java client reads.
+        self.answer(&jute::ErrorResponse { err: 0 })
+    }
+
+    fn watches_of(&mut self, req: jute::WatchesRequest, query: WatchQuery) -> Bytes {
+        // An unknown type makes `WatcherType.fromInt` throw: a marshalling
+        // error, as for addWatch.
+        let Some(watcher_type) = WatcherType::from_code(req.watcher_type) else {
+            return self.header_only(ErrorCode::MarshallingError);
+        };
+        // A null path: ZooKeeper finds no watch to remove under it, and
+        // checking walks its parents, dereferencing it.
+        let Some(path) = req.path else {
+            return self.header_only(match query {
+                WatchQuery::Remove => ErrorCode::NoWatcher,
+                WatchQuery::Check => ErrorCode::MarshallingError,
+            });
+        };
+        let mut found = false;
+        for &kind in watch_kinds(watcher_type) {
+            found |= match query {
+                WatchQuery::Remove => self.watches.remove(self.connection, kind, &path),
+                WatchQuery::Check => self.watches.contains(self.connection, kind, &path),
             };
-            reregister.apply(tree, watches, connection, fired);
-            reply::header_only(xid, zxid, ErrorCode::Ok)
         }
-        Request::SetWatches2(req) => {
-            let reregister = crate::rewatch::Reregister {
-                relative_zxid: req.relative_zxid,
-                data: req.data_watches,
-                exist: req.exist_watches,
-                child: req.child_watches,
-                persistent: req.persistent_watches,
-                persistent_recursive: req.persistent_recursive_watches,
-            };
-            reregister.apply(tree, watches, connection, fired);
-            reply::header_only(xid, zxid, ErrorCode::Ok)
-        }
-        _ => error(ErrorCode::Unimplemented),
+        self.header_only(if found {
+            ErrorCode::Ok
+        } else {
+            ErrorCode::NoWatcher
+        })
+    }
+
+    fn set_watches(
+        &mut self,
+        reregister: crate::rewatch::Reregister,
+        fired: &mut Vec<WatchEvent>,
+    ) -> Bytes {
+        reregister.apply(self.tree, self.watches, self.connection, fired);
+        self.header_only(ErrorCode::Ok)
     }
 }
 

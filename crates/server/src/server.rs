@@ -15,14 +15,14 @@ use consensus::{Consensus, HandOff, PeerNetwork, Role, Snapshots};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tree::{DataTree, Txn, TxnOp};
+use tree::{DataTree, TxnOp};
 
 use crate::apply::{ApplyError, ApplyLoop};
 use crate::config::{ConfigError, ServerConfig};
 use crate::ensemble::{Ensemble, PeerNote};
 use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
-use crate::shared::{now_ms, Published, Shared, SocketSlot};
+use crate::shared::{now_ms, stamped_txn, Published, Shared, SocketSlot};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
 use crate::throttle::{ConnectionThrottle, LargeRequests, RequestGate};
@@ -629,14 +629,7 @@ fn expire_sessions(shared: &Shared) {
     shared.sessions.take_heard();
     for session_id in shared.sessions.take_expired(Instant::now()) {
         tracing::info!(session = format!("{session_id:#x}"), "session expired");
-        let txn = Txn {
-            time_ms: now_ms(),
-            session_id,
-            auth: Vec::new(),
-            enforce_quota: false,
-            op: TxnOp::CloseSession,
-        };
-        drop(shared.propose(&txn));
+        drop(shared.propose(&stamped_txn(session_id, TxnOp::CloseSession)));
     }
 }
 
@@ -648,13 +641,6 @@ fn reap(shared: &Shared) {
         .tree
         .reap_candidates(now_ms(), shared.config.container_max_never_used_interval_ms);
     for path in candidates.into_iter().take(REAPS_PER_PASS_MAX) {
-        let txn = Txn {
-            time_ms: now_ms(),
-            session_id: 0,
-            auth: Vec::new(),
-            enforce_quota: false,
-            op: TxnOp::Reap { path },
-        };
-        drop(shared.propose(&txn));
+        drop(shared.propose(&stamped_txn(0, TxnOp::Reap { path })));
     }
 }

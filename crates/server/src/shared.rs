@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use consensus::Consensus;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-use tree::{DataTree, Outcome};
+use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::config::ServerConfig;
 use crate::session::{SessionIds, SessionTracker};
@@ -54,7 +54,7 @@ pub struct WatchEvent {
 
 /// A watch event on its way to a connection, stamped with how many read
 /// answers the connection had built when it was queued (see
-/// `event_order`).
+/// `session_order`).
 #[derive(Debug, Clone)]
 pub struct QueuedEvent {
     pub event: WatchEvent,
@@ -260,6 +260,21 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A txn of `session_id`, stamped with this server's clock now: the one
+/// place a txn's time is decided. Every replica applies the time it
+/// carries, never its own clock, as ZooKeeper's followers apply the
+/// leader's. It carries no auth ids and no quota enforcement; a client's
+/// write sets both.
+pub fn stamped_txn(session_id: i64, op: TxnOp) -> Txn {
+    Txn {
+        time_ms: now_ms(),
+        session_id,
+        auth: Vec::new(),
+        enforce_quota: false,
+        op,
+    }
 }
 
 pub fn next_connection_id(shared: &Shared) -> ConnectionId {
