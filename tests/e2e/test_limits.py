@@ -9,6 +9,10 @@ import socket
 import threading
 import time
 
+import pytest
+
+from conftest import make_kazoo
+from zkharness import paddock_bin
 from zkwire import Op, RawClient, Writer, connect_request, frame
 
 THROTTLED = -127
@@ -66,6 +70,31 @@ def test_connections_over_the_server_limit_are_closed(server_factory):
     time.sleep(0.5)
     assert int(mntr(s)["zk_connection_rejected"]) >= 1
     first.close_socket()
+
+
+@pytest.mark.paddock_only("the open-files reserve is Paddock's; the limit is set on its binary")
+def test_a_connection_storm_leaves_the_server_the_files_it_needs(server_factory, tmp_path,
+                                                                  monkeypatch):
+    """With 256 open files, client sockets may take 192: past that a
+    connection is refused, and the log and snapshots (a snapshot every 20
+    writes) still open their files, so writes go on."""
+    limited = tmp_path / "paddock-with-256-files"
+    limited.write_text(f'#!/bin/sh\nexec prlimit --nofile=256:256 -- {paddock_bin()} "$@"\n')
+    limited.chmod(0o755)
+    monkeypatch.setenv("PADDOCK_BIN", str(limited))
+    s = server_factory({"maxClientCnxns": "0", "snapCount": "20"})
+    writer = make_kazoo(s)
+    flood = [socket.create_connection((s.host, s.port), timeout=5) for _ in range(300)]
+    for n in range(100):
+        writer.create(f"/after-the-storm-{n}", b"x" * 100)
+    assert s.proc.poll() is None, s.stderr_tail()
+    for sock in flood:
+        sock.close()
+    time.sleep(0.5)
+    assert int(mntr(s)["zk_connection_rejected"]) >= 300 - 192
+    assert "raise the limit (ulimit -n, LimitNOFILE)" in s.log_path.read_text()
+    assert len(writer.get_children("/")) == 101
+    writer.stop()
 
 
 def test_the_connection_throttle_refuses_handshakes_past_its_tokens(server_factory):

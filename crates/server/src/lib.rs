@@ -21,7 +21,8 @@
 //!   configured, and served to clients (the peer port's is the consensus
 //!   transport's).
 //! - `config`: `zoo.cfg`; `load_limits`: its limits on load, which
-//!   `throttle` applies to requests and new connections.
+//!   `throttle` applies to requests and new connections; `open_files`:
+//!   the file descriptors client sockets may take.
 //! - `reply`, `stats`: reply frames and counters.
 //! - `quota_report`: the warnings and counts of quota limits passed;
 //!   `audit`: ZooKeeper's audit log.
@@ -36,6 +37,7 @@ mod ensemble;
 mod four_letter;
 mod load_limits;
 mod monitor;
+mod open_files;
 mod pipeline;
 mod quota_report;
 mod read_only;

@@ -93,6 +93,13 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
     let started = Instant::now();
+    let open_files = crate::open_files::raise_to_hard_limit();
+    let client_sockets_max = crate::open_files::client_sockets_max(open_files);
+    if let Some(sockets) = client_sockets_max {
+        tracing::info!(
+            "open files: the limit is {open_files}, of which client connections may take {sockets}"
+        );
+    }
     let (snapshot_dir, log_dir) = data_dirs(&config)?;
     let sasl_users = match &config.jaas_config {
         Some(path) => crate::sasl::read_jaas_users(path).map_err(|reason| ServerError::Jaas {
@@ -162,6 +169,7 @@ pub async fn run(
         connections: Mutex::new(HashMap::new()),
         next_connection_id: AtomicU64::new(1),
         sockets_per_ip: Mutex::new(HashMap::new()),
+        client_sockets_max,
         requests: Arc::new(request_gate(&config, server_id)),
         client_tls,
         connection_throttle: ConnectionThrottle::new(config.limits.connection_throttle.clone()),

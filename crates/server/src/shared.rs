@@ -119,6 +119,9 @@ pub struct Shared {
     /// Open sockets per client address, handshake or not, for
     /// `maxClientCnxns`.
     pub sockets_per_ip: Mutex<HashMap<std::net::IpAddr, usize>>,
+    /// Client sockets the open-files limit allows, its reserve for the
+    /// server's own files kept (`open_files`); `None` when unlimited.
+    pub client_sockets_max: Option<usize>,
     /// Requests in process and their limits.
     pub requests: Arc<crate::throttle::RequestGate>,
     pub connection_throttle: crate::throttle::ConnectionThrottle,
@@ -209,11 +212,16 @@ pub enum SlotRefused {
     PerAddress { ip: std::net::IpAddr, limit: usize },
     #[error("the server has {limit} connections already; raise maxCnxns to allow more")]
     Total { limit: usize },
+    #[error(
+        "the server has {limit} connections already, all its open-files limit allows beside \
+         the files it needs itself; raise the limit (ulimit -n, LimitNOFILE)"
+    )]
+    OpenFiles { limit: usize },
 }
 
 impl SocketSlot {
-    /// Takes a slot for `ip`, unless its limit or the server's (0: none) is
-    /// reached.
+    /// Takes a slot for `ip`, unless its limit, the server's (0: none) or
+    /// the open files' is reached.
     pub fn take(shared: &Arc<Shared>, ip: std::net::IpAddr) -> Result<Self, SlotRefused> {
         let per_address = shared.config.max_client_cnxns;
         let total = shared.config.limits.max_cnxns;
@@ -221,8 +229,12 @@ impl SocketSlot {
             .sockets_per_ip
             .lock()
             .expect("socket counts poisoned");
-        if total > 0 && counts.values().sum::<usize>() >= total {
+        let open = counts.values().sum::<usize>();
+        if total > 0 && open >= total {
             return Err(SlotRefused::Total { limit: total });
+        }
+        if let Some(limit) = shared.client_sockets_max.filter(|&limit| open >= limit) {
+            return Err(SlotRefused::OpenFiles { limit });
         }
         let count = counts.entry(ip).or_insert(0);
         if per_address > 0 && *count >= per_address {
