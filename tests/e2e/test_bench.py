@@ -27,6 +27,7 @@ TINY = {
              "--read-ratios", "0,1", "--seconds", "0.5", "--warmup", "0.2"],
     "children": ["--children", "100", "--sessions", "2", "--outstanding", "4",
                  "--page", "7"],
+    "session-storm": ["--sessions", "50"],
     "rebalance": ["--clients", "20", "--storage-nodes", "2", "--partitions", "8",
                   "--step-interval-ms", "20", "--warmup", "0.5"],
 }

@@ -13,8 +13,8 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
 use crate::workloads::{
-    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize,
-    treesize, watch, Job,
+    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart,
+    session_storm, statesize, treesize, watch, Job,
 };
 
 #[derive(clap::Args, Clone, Debug)]
@@ -158,6 +158,12 @@ fn plan(quick: bool) -> Vec<Planned> {
         warmup: q(2, 3) as f64,
         kill_after_moves: None,
     });
+    // Issue 12 asks for 20,000; a process here may open 20,000 files, and
+    // the server keeps some for itself (`server::open_files`).
+    let session_storm = Job::SessionStorm(session_storm::SessionStormArgs {
+        sessions: 19_000,
+        session_timeout_ms: 4000,
+    });
     let planned = |servers, job| Planned {
         servers,
         job,
@@ -184,6 +190,7 @@ fn plan(quick: bool) -> Vec<Planned> {
     ];
     if !quick {
         runs.push(planned(1, rebalance.clone()));
+        runs.push(planned(1, session_storm.clone()));
         // About 10 GB of data at its largest, which ZooKeeper holds in its
         // heap.
         runs.push(Planned {
@@ -208,6 +215,7 @@ fn plan(quick: bool) -> Vec<Planned> {
         planned(3, rebalance),
     ]);
     if !quick {
+        runs.push(planned(3, session_storm));
         runs.push(planned(5, rolling_restart));
     }
     runs

@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //! - `workloads`: one module per experiment (mix, latency, crud, barrier,
-//!   watch, treesize, statesize, failover, rebalance, rate) and [`workloads::Job`], a
+//!   watch, treesize, statesize, failover, rebalance, rate, session-storm) and
+//!   [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
 //!   this tool starts (through the `launch` crate) and can kill and weigh.
@@ -30,8 +31,8 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart, statesize,
-    treesize, watch, Job,
+    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart,
+    session_storm, statesize, treesize, watch, Job,
 };
 
 #[derive(clap::Args)]
@@ -139,6 +140,17 @@ enum BenchCommand {
         #[command(flatten)]
         args: rebalance::RebalanceArgs,
     },
+    /// Thousands of sessions connect, are lost at once and reconnect at
+    /// once, while one client's writes are timed.
+    SessionStorm {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: session_storm::SessionStormArgs,
+    },
+    /// A holder of the `session-storm` workload's sessions, which starts it.
+    #[command(hide = true)]
+    StormHolder(session_storm::HolderArgs),
     /// One rebalancer of the `rebalance` workload, which starts it.
     #[command(hide = true)]
     Rebalancer(rebalance::RebalancerArgs),
@@ -151,6 +163,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let (common, job) = match args.command {
         BenchCommand::Compare(args) => return compare::run(args),
         BenchCommand::Rebalancer(args) => return rebalance::rebalancer_main(args),
+        BenchCommand::StormHolder(args) => return session_storm::holder_main(args),
         BenchCommand::Mix { common, args } => (common, Job::Mix(args)),
         BenchCommand::Rate { common, args } => (common, Job::Rate(args)),
         BenchCommand::Latency { common, args } => (common, Job::Latency(args)),
@@ -163,6 +176,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Children { common, args } => (common, Job::Children(args)),
         BenchCommand::RollingRestart { common, args } => (common, Job::RollingRestart(args)),
         BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),
+        BenchCommand::SessionStorm { common, args } => (common, Job::SessionStorm(args)),
     };
     let measurement = measure_one(&job, &common.target)?;
     print!("{}", measurement.table());

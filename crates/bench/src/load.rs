@@ -22,6 +22,15 @@ pub async fn connect(connect: &str, count: usize) -> anyhow::Result<Vec<Client>>
     let options = ConnectOptions::new()
         .session_timeout(Duration::from_secs(30))
         .connect_timeout(Duration::from_secs(10));
+    connect_with(connect, count, options).await
+}
+
+/// Opens `count` sessions with `options`.
+pub async fn connect_with(
+    connect: &str,
+    count: usize,
+    options: ConnectOptions,
+) -> anyhow::Result<Vec<Client>> {
     let connecting = Arc::new(tokio::sync::Semaphore::new(CONNECTING_AT_ONCE));
     let mut pending = Vec::with_capacity(count);
     for _ in 0..count {

@@ -128,6 +128,43 @@ impl Results<'_> {
         Some(rate(largest)? / rate(0.0)?)
     }
 
+    /// Issue 12's session storm, standalone: how soon the ephemerals of
+    /// sessions lost at once are gone, and the foreground writer's p99
+    /// meanwhile and while a herd reconnects after a restart.
+    fn session_storm_lines(&self) -> Vec<Line> {
+        let metric = |system, row, name| self.metric(1, "session-storm", system, row, name);
+        let mut lines = Vec::new();
+        let deadline = metric(System::Paddock, "cleanup", "deadline_s");
+        let paddock = metric(System::Paddock, "cleanup", "all_gone_s");
+        lines.push(Line {
+            what: "seconds until every ephemeral of the sessions lost at once is gone (standalone, session-storm)".into(),
+            unit: "s",
+            zk: metric(System::Zookeeper, "cleanup", "all_gone_s"),
+            paddock,
+            higher_better: false,
+            goal: "session timeout + 1 s",
+            met: paddock.zip(deadline).map(|(p, d)| p <= d),
+        });
+        for (row, during) in [
+            ("cleanup", "their cleanup"),
+            ("herd", "the herd's reconnection"),
+        ] {
+            let paddock = metric(System::Paddock, row, "p99_ms");
+            lines.push(Line {
+                what: format!(
+                    "a separate client's write p99 during {during} (standalone, session-storm)"
+                ),
+                unit: "ms",
+                zk: metric(System::Zookeeper, row, "p99_ms"),
+                paddock,
+                higher_better: false,
+                goal: "under 10 ms",
+                met: paddock.map(|p| p < 10.0),
+            });
+        }
+        lines
+    }
+
     /// Issue 11's goals: rates that do not fall as the tree and its data
     /// grow, side by side with ZooKeeper's.
     fn flat_at_scale_lines(&self) -> Vec<Line> {
@@ -383,6 +420,7 @@ impl Results<'_> {
             met: advantage(zk, paddock, false).map(|a| a >= 1.0),
         });
         lines.extend(self.flat_at_scale_lines());
+        lines.extend(self.session_storm_lines());
         let mut md = String::from(
             "| measure | unit | ZooKeeper | Paddock | Paddock vs ZooKeeper | goal | met |\n\
              |---|---|---:|---:|---:|---|---|\n",

@@ -10,6 +10,7 @@ pub mod mix;
 pub mod rate;
 pub mod rebalance;
 pub mod rolling_restart;
+pub mod session_storm;
 pub mod statesize;
 pub mod treesize;
 pub mod watch;
@@ -32,6 +33,7 @@ pub enum Job {
     RollingRestart(rolling_restart::RollingRestartArgs),
     Rebalance(rebalance::RebalanceArgs),
     Rate(rate::RateArgs),
+    SessionStorm(session_storm::SessionStormArgs),
 }
 
 impl Job {
@@ -49,6 +51,7 @@ impl Job {
             Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
             Job::Rate(_) => "rate",
+            Job::SessionStorm(_) => "session-storm",
         }
     }
 
@@ -76,6 +79,7 @@ impl Job {
             Job::RollingRestart(a) => a.flags(),
             Job::Rebalance(a) => a.flags(),
             Job::Rate(a) => a.flags(),
+            Job::SessionStorm(a) => a.flags(),
         }
     }
 
@@ -93,6 +97,7 @@ impl Job {
             Job::RollingRestart(a) => rolling_restart::run(a, deployment).await,
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
             Job::Rate(a) => rate::run(a, deployment).await,
+            Job::SessionStorm(a) => session_storm::run(a, deployment).await,
         }
     }
 }

@@ -1,0 +1,271 @@
+//! A holder of sessions, and the workload's handle on the holders.
+//!
+//! A holder runs as its own process (`paddock bench storm-holder`, a
+//! hidden command), so that the workload can lose all its sessions at
+//! once the way a crashed fleet of clients does: SIGKILL, no closeSession,
+//! every connection reset together. A process holds at most
+//! [`SESSIONS_PER_HOLDER`] sessions, well below this machine's limit of
+//! open files per process.
+//!
+//! It opens its sessions, creates one ephemeral znode each, says `ready`,
+//! then every 100 ms `states CONNECTED DISCONNECTED ENDED` (ENDED: expired
+//! or closed) on stdout; it closes its sessions and exits when its stdin
+//! closes.
+
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use client::{Client, ConnectOptions, CreateMode, SessionState};
+
+use crate::load;
+
+/// Sessions one holder process opens at most.
+pub const SESSIONS_PER_HOLDER: usize = 10_000;
+const STATES_EVERY: Duration = Duration::from_millis(100);
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct HolderArgs {
+    /// The connect string.
+    #[arg(long)]
+    pub connect: String,
+    /// The znode under which each session makes its ephemeral.
+    #[arg(long)]
+    pub root: String,
+    /// The number of the first session, which names its ephemeral.
+    #[arg(long)]
+    pub first: usize,
+    #[arg(long)]
+    pub count: usize,
+    #[arg(long)]
+    pub session_timeout_ms: u64,
+}
+
+/// `paddock bench storm-holder`.
+pub fn main(args: HolderArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(hold(&args))
+}
+
+async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
+    let options = ConnectOptions::new()
+        .session_timeout(Duration::from_millis(args.session_timeout_ms))
+        .connect_timeout(Duration::from_secs(30));
+    let clients = load::connect_with(&args.connect, args.count, options).await?;
+    let creates: Vec<_> = clients
+        .iter()
+        .enumerate()
+        .map(|(n, zk)| {
+            let path = format!("{}/e{:06}", args.root, args.first + n);
+            zk.create(&path, b"", CreateMode::Ephemeral)
+        })
+        .collect();
+    for create in creates {
+        create.await.context("creating a session's ephemeral")?;
+    }
+    say("ready");
+    let (closed_tx, mut closed) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        let _ = std::io::stdin().read_to_end(&mut Vec::new());
+        let _ = closed_tx.send(());
+    });
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(STATES_EVERY) => say(&states(&clients)),
+            _ = &mut closed => break,
+        }
+    }
+    for zk in &clients {
+        zk.close().await;
+    }
+    Ok(())
+}
+
+fn states(clients: &[Client]) -> String {
+    let (mut connected, mut disconnected, mut ended) = (0, 0, 0);
+    for zk in clients {
+        match zk.state() {
+            SessionState::Connected => connected += 1,
+            SessionState::Disconnected => disconnected += 1,
+            _ => ended += 1,
+        }
+    }
+    format!("states {connected} {disconnected} {ended}")
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+/// What the holders last said, summed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct States {
+    pub ready: usize,
+    pub connected: usize,
+    pub disconnected: usize,
+    pub ended: usize,
+}
+
+/// The holder processes of one phase, killed when dropped.
+pub struct Holders {
+    children: Vec<(Child, Option<ChildStdin>)>,
+    said: Arc<Mutex<Vec<States>>>,
+}
+
+impl Holders {
+    /// Starts holders for `sessions` sessions with ephemerals under `root`.
+    pub fn start(
+        connect: &str,
+        root: &str,
+        sessions: usize,
+        session_timeout_ms: u64,
+    ) -> anyhow::Result<Holders> {
+        let exe = std::env::current_exe().context("finding this executable")?;
+        let count = sessions.div_ceil(SESSIONS_PER_HOLDER);
+        let said = Arc::new(Mutex::new(vec![States::default(); count]));
+        let mut children = Vec::with_capacity(count);
+        for who in 0..count {
+            let first = who * SESSIONS_PER_HOLDER;
+            let held = SESSIONS_PER_HOLDER.min(sessions - first);
+            let mut child = Command::new(&exe)
+                .args([
+                    "bench",
+                    "storm-holder",
+                    "--connect",
+                    connect,
+                    "--root",
+                    root,
+                ])
+                .args(["--first", &first.to_string(), "--count", &held.to_string()])
+                .args(["--session-timeout-ms", &session_timeout_ms.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .with_context(|| format!("starting {} bench storm-holder", exe.display()))?;
+            let stdout = child.stdout.take().expect("stdout is piped");
+            let stdin = child.stdin.take();
+            let said = said.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                    let mut said = said.lock().expect("holder states poisoned");
+                    read_line(&mut said[who], held, &line);
+                }
+            });
+            children.push((child, stdin));
+        }
+        Ok(Holders { children, said })
+    }
+
+    /// The holders' last words, summed.
+    pub fn states(&self) -> States {
+        let said = self.said.lock().expect("holder states poisoned");
+        said.iter().fold(States::default(), |sum, s| States {
+            ready: sum.ready + s.ready,
+            connected: sum.connected + s.connected,
+            disconnected: sum.disconnected + s.disconnected,
+            ended: sum.ended + s.ended,
+        })
+    }
+
+    /// Waits until `done` holds of the summed states, or fails after
+    /// `timeout` (or when a holder exits first).
+    pub async fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&States) -> bool,
+    ) -> anyhow::Result<Duration> {
+        let began = Instant::now();
+        loop {
+            if done(&self.states()) {
+                return Ok(began.elapsed());
+            }
+            for (child, _) in &mut self.children {
+                if let Ok(Some(status)) = child.try_wait() {
+                    bail!("a session holder exited ({status}) while waiting until {what}");
+                }
+            }
+            if began.elapsed() > timeout {
+                bail!(
+                    "not {what} after {timeout:?}: holders say {:?}",
+                    self.states()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGKILLs every holder at once: their sessions are lost, not closed.
+    pub fn kill_all(&mut self) {
+        for (child, _) in &mut self.children {
+            let _ = child.kill();
+        }
+        for (child, _) in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+
+    /// Lets every holder close its sessions and exit.
+    pub fn close_all(&mut self) {
+        for (_, stdin) in &mut self.children {
+            drop(stdin.take());
+        }
+        for (child, _) in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Holders {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+fn read_line(states: &mut States, held: usize, line: &str) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words[..] {
+        ["ready"] => {
+            states.ready = held;
+            states.connected = held;
+        }
+        ["states", connected, disconnected, ended] => {
+            let count = |word: &str| word.parse().unwrap_or(0);
+            states.connected = count(connected);
+            states.disconnected = count(disconnected);
+            states.ended = count(ended);
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holders_lines_are_read() {
+        let mut states = States::default();
+        read_line(&mut states, 10, "ready");
+        assert_eq!((states.ready, states.connected), (10, 10));
+        read_line(&mut states, 10, "states 7 2 1");
+        assert_eq!(
+            states,
+            States {
+                ready: 10,
+                connected: 7,
+                disconnected: 2,
+                ended: 1
+            }
+        );
+        read_line(&mut states, 10, "nonsense 1");
+        assert_eq!(states.connected, 7);
+    }
+}

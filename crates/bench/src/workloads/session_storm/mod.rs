@@ -1,0 +1,292 @@
+//! `session-storm`: thousands of sessions come and go at once, while a
+//! separate client keeps writing and times each write.
+//!
+//! 1. *connect*: every session connects (a herd) and creates one
+//!    ephemeral znode.
+//! 2. *cleanup*: the processes holding them are killed together, so every
+//!    session is lost at once without a closeSession; the ephemerals left
+//!    are counted every 100 ms until none is, which should take no longer
+//!    than the session timeout plus a second.
+//! 3. *herd* (deployments this tool started): as many sessions again, with
+//!    a long timeout; every server is killed and restarted, and all the
+//!    sessions reconnect at once, as after a restart. Every session should
+//!    live on with its ephemeral.
+//!
+//! Each phase reports the foreground writer's latency and errors during
+//! it. The sessions are held by `holder` processes of their own.
+
+mod holder;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use client::{Client, CreateMode};
+
+use crate::deploy::Deployment;
+use crate::load;
+use crate::measure::{Latencies, Measurement, Row};
+pub use holder::{main as holder_main, HolderArgs};
+use holder::{Holders, States};
+
+const LOST_ROOT: &str = "/bench/storm/lost";
+const HERD_ROOT: &str = "/bench/storm/herd";
+const PROBE_PATH: &str = "/bench/storm/probe";
+/// The herd's sessions must outlive a restart of every server.
+const HERD_SESSION_TIMEOUT_MS: u64 = 30_000;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(300);
+const RECONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the ephemerals left are counted while they are cleaned up.
+const COUNT_EVERY: Duration = Duration::from_millis(100);
+/// The pause between two of the foreground writer's writes.
+const PROBE_PAUSE: Duration = Duration::from_millis(5);
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct SessionStormArgs {
+    /// Sessions that connect, are lost and reconnect together (each
+    /// holder process holds at most 10,000, below this machine's limit of
+    /// open files per process).
+    #[arg(long, default_value_t = 20_000)]
+    pub sessions: usize,
+    /// The lost sessions' timeout, in milliseconds (4,000 is the least
+    /// ZooKeeper grants with its default tickTime).
+    #[arg(long, default_value_t = 4000)]
+    pub session_timeout_ms: u64,
+}
+
+impl SessionStormArgs {
+    pub fn flags(&self) -> String {
+        format!(
+            "--sessions {} --session-timeout-ms {}",
+            self.sessions, self.session_timeout_ms
+        )
+    }
+}
+
+pub async fn run(
+    args: &SessionStormArgs,
+    deployment: &mut Deployment,
+) -> anyhow::Result<Measurement> {
+    let mut m = Measurement::new("session-storm", deployment.label(), String::new());
+    m.setting("sessions", args.sessions);
+    m.setting("session timeout (ms)", args.session_timeout_ms);
+    let connect = deployment.connect_string().to_string();
+    let admin = load::connect(&connect, 1).await?.remove(0);
+    for root in [LOST_ROOT, HERD_ROOT] {
+        client::recipes::ensure_path(&admin, root).await?;
+    }
+    let probe = Probe::start(load::connect(&connect, 1).await?.remove(0)).await?;
+
+    eprintln!("  connecting {} sessions", args.sessions);
+    let mut lost = Holders::start(&connect, LOST_ROOT, args.sessions, args.session_timeout_ms)?;
+    let all_ready = |s: &States| s.ready == args.sessions;
+    let connected_in = lost
+        .wait_until("every session connected", CONNECT_TIMEOUT, all_ready)
+        .await?;
+    m.rows.push(
+        probe
+            .row("connect")
+            .metric("seconds", connected_in.as_secs_f64())
+            .metric(
+                "sessions_per_sec",
+                args.sessions as f64 / connected_in.as_secs_f64().max(1e-9),
+            ),
+    );
+
+    eprintln!("  losing every session at once");
+    lost.kill_all();
+    let curve = cleanup_curve(&admin, args).await?;
+    m.rows.push(cleanup_row(probe.row("cleanup"), &curve, args));
+    m.notes.push(format!(
+        "ephemerals left after the loss (seconds: count): {}",
+        curve_note(&curve)
+    ));
+
+    if deployment.cluster().is_some() {
+        m.rows
+            .push(herd(args, deployment, &connect, &admin, &probe).await?);
+    } else {
+        m.notes.push(
+            "herd: skipped, restarting every server needs a deployment started by this \
+             tool (--start)"
+                .into(),
+        );
+    }
+    probe.stop().await;
+    admin.close().await;
+    m.notes.push(format!(
+        "probe: one client's setData of {PROBE_PATH}, {PROBE_PAUSE:?} apart; errors are \
+         its failed writes (ConnectionLoss while servers restart)"
+    ));
+    Ok(m)
+}
+
+/// The ephemerals left under the lost root, counted from the loss until
+/// none is left or the deadline has long passed.
+async fn cleanup_curve(
+    admin: &Client,
+    args: &SessionStormArgs,
+) -> anyhow::Result<Vec<(Duration, i32)>> {
+    let lost_at = Instant::now();
+    let give_up = Duration::from_millis(args.session_timeout_ms) + Duration::from_secs(30);
+    let mut curve = Vec::new();
+    loop {
+        let left = admin
+            .get_all_children_number(LOST_ROOT)
+            .await
+            .context("counting the ephemerals left")?;
+        curve.push((lost_at.elapsed(), left));
+        if left == 0 || lost_at.elapsed() > give_up {
+            return Ok(curve);
+        }
+        tokio::time::sleep(COUNT_EVERY).await;
+    }
+}
+
+fn cleanup_row(row: Row, curve: &[(Duration, i32)], args: &SessionStormArgs) -> Row {
+    let sessions = args.sessions as i32;
+    let first_at_most = |left: i32| {
+        curve
+            .iter()
+            .find(|(_, n)| *n <= left)
+            .map_or(f64::NAN, |(at, _)| at.as_secs_f64())
+    };
+    let all_gone = first_at_most(0);
+    let deadline = Duration::from_millis(args.session_timeout_ms).as_secs_f64() + 1.0;
+    row.metric("half_gone_s", first_at_most(sessions / 2))
+        .metric("all_gone_s", all_gone)
+        .metric("deadline_s", deadline)
+        .metric("deadline_met", f64::from(u8::from(all_gone <= deadline)))
+}
+
+/// The curve at half-second steps, for the report's notes.
+fn curve_note(curve: &[(Duration, i32)]) -> String {
+    let mut shown = Vec::new();
+    let mut next = Duration::ZERO;
+    for (at, left) in curve {
+        if *at >= next || *left == 0 {
+            shown.push(format!("{:.1}: {left}", at.as_secs_f64()));
+            next = *at + Duration::from_millis(500);
+        }
+    }
+    shown.join(", ")
+}
+
+/// Phase 3: a herd of sessions reconnecting after every server restarts.
+async fn herd(
+    args: &SessionStormArgs,
+    deployment: &mut Deployment,
+    connect: &str,
+    admin: &Client,
+    probe: &Probe,
+) -> anyhow::Result<Row> {
+    eprintln!(
+        "  connecting {} sessions, then restarting every server",
+        args.sessions
+    );
+    let mut herd = Holders::start(connect, HERD_ROOT, args.sessions, HERD_SESSION_TIMEOUT_MS)?;
+    herd.wait_until("every session connected", CONNECT_TIMEOUT, |s| {
+        s.ready == args.sessions
+    })
+    .await?;
+    probe.reset();
+    let restart = tokio::task::block_in_place(|| deployment.restart())?;
+    let settled = |s: &States| s.disconnected == 0 && s.connected + s.ended == args.sessions;
+    let reconnected_in = herd
+        .wait_until("every session reconnected", RECONNECT_TIMEOUT, settled)
+        .await?;
+    let states = herd.states();
+    let kept = retried(|| admin.get_all_children_number(HERD_ROOT)).await?;
+    herd.close_all();
+    Ok(probe
+        .row("herd")
+        .metric("restart_s", restart.as_secs_f64())
+        .metric("reconnected_s", reconnected_in.as_secs_f64())
+        .metric("sessions_expired", states.ended as f64)
+        .metric("ephemerals_kept", f64::from(kept)))
+}
+
+/// `call` again until it succeeds (the client reconnects after a restart).
+async fn retried<T, F, C>(call: F) -> anyhow::Result<T>
+where
+    F: Fn() -> C,
+    C: std::future::Future<Output = Result<T, client::Error>>,
+{
+    let began = Instant::now();
+    loop {
+        match call().await {
+            Ok(value) => return Ok(value),
+            Err(error) if began.elapsed() > RECONNECT_TIMEOUT => {
+                return Err(error).context("the admin client did not reconnect")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// The foreground client: one setData at a time, each timed.
+struct Probe {
+    latencies: Arc<Mutex<Latencies>>,
+    errors: Arc<AtomicU64>,
+    stopping: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<Client>,
+}
+
+impl Probe {
+    async fn start(zk: Client) -> anyhow::Result<Probe> {
+        zk.create(PROBE_PATH, b"", CreateMode::Persistent)
+            .await
+            .context("creating the probe's znode")?;
+        let latencies = Arc::new(Mutex::new(Latencies::default()));
+        let errors = Arc::new(AtomicU64::new(0));
+        let stopping = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let (latencies, errors, stopping) =
+                (latencies.clone(), errors.clone(), stopping.clone());
+            async move {
+                while !stopping.load(Ordering::Relaxed) {
+                    let began = Instant::now();
+                    match zk.set_data(PROBE_PATH, b"probe", None).await {
+                        Ok(_) => latencies
+                            .lock()
+                            .expect("probe poisoned")
+                            .record(began.elapsed()),
+                        Err(_) => {
+                            errors.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    tokio::time::sleep(PROBE_PAUSE).await;
+                }
+                zk
+            }
+        });
+        Ok(Probe {
+            latencies,
+            errors,
+            stopping,
+            task,
+        })
+    }
+
+    /// Forgets what the probe measured so far.
+    fn reset(&self) {
+        self.row("");
+    }
+
+    /// A row with the probe's latencies and errors since the last row.
+    fn row(&self, label: &str) -> Row {
+        let latencies = std::mem::take(&mut *self.latencies.lock().expect("probe poisoned"));
+        let errors = self.errors.swap(0, Ordering::Relaxed);
+        Row::new(label)
+            .latencies(&latencies)
+            .metric("probe_errors", errors as f64)
+    }
+
+    async fn stop(self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        if let Ok(zk) = self.task.await {
+            zk.close().await;
+        }
+    }
+}
