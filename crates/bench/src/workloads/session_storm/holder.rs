@@ -25,6 +25,8 @@ use crate::load;
 /// Sessions one holder process opens at most.
 pub const SESSIONS_PER_HOLDER: usize = 10_000;
 const STATES_EVERY: Duration = Duration::from_millis(100);
+/// Times a create lost with its connection is tried again.
+const CREATE_ATTEMPTS: usize = 50;
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct HolderArgs {
@@ -57,16 +59,18 @@ async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
         .session_timeout(Duration::from_millis(args.session_timeout_ms))
         .connect_timeout(Duration::from_secs(30));
     let clients = load::connect_with(&args.connect, args.count, options).await?;
+    let paths: Vec<String> = (0..clients.len())
+        .map(|n| format!("{}/e{:06}", args.root, args.first + n))
+        .collect();
     let creates: Vec<_> = clients
         .iter()
-        .enumerate()
-        .map(|(n, zk)| {
-            let path = format!("{}/e{:06}", args.root, args.first + n);
-            zk.create(&path, b"", CreateMode::Ephemeral)
-        })
+        .zip(&paths)
+        .map(|(zk, path)| zk.create(path, b"", CreateMode::Ephemeral))
         .collect();
-    for create in creates {
-        create.await.context("creating a session's ephemeral")?;
+    for ((create, zk), path) in creates.into_iter().zip(&clients).zip(&paths) {
+        if let Err(error) = create.await {
+            create_again(zk, path, error).await?;
+        }
     }
     say("ready");
     let (closed_tx, mut closed) = tokio::sync::oneshot::channel::<()>();
@@ -84,6 +88,23 @@ async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
         zk.close().await;
     }
     Ok(())
+}
+
+/// A herd of handshakes can cost a session its connection (ZooKeeper's
+/// ensembles drop some): a create lost with it is made again once the
+/// session is back, and one that had been applied is found.
+async fn create_again(zk: &Client, path: &str, mut error: client::Error) -> anyhow::Result<()> {
+    for _ in 0..CREATE_ATTEMPTS {
+        if !error.is_connection_loss() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        error = match zk.create(path, b"", CreateMode::Ephemeral).await {
+            Ok(_) | Err(client::Error::NodeExists { .. }) => return Ok(()),
+            Err(error) => error,
+        };
+    }
+    Err(error).with_context(|| format!("creating the session's ephemeral {path}"))
 }
 
 fn states(clients: &[Client]) -> String {
