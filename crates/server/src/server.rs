@@ -52,6 +52,9 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// The reaper proposes at most this many deletions per pass, as
 /// ZooKeeper's `znode.container.maxPerMinute` bounds its own.
 const REAPS_PER_PASS_MAX: usize = 10_000;
+/// Sessions closed by one batch of expiries: about 3 ms of the log's and
+/// the apply loop's time, which is what a client's write may wait behind.
+const EXPIRIES_PER_BATCH_MAX: usize = 256;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -612,7 +615,7 @@ async fn leader_duties(shared: Arc<Shared>) {
             report_sessions_heard(&shared);
             continue;
         }
-        expire_sessions(&shared);
+        expire_sessions(&shared).await;
         if last_reap.elapsed() >= reap_every {
             last_reap = Instant::now();
             reap(&shared);
@@ -632,12 +635,35 @@ fn report_sessions_heard(shared: &Shared) {
     network.send_app(leader, PeerNote::SessionsHeard(heard).encode());
 }
 
-/// Proposes `closeSession` for sessions whose clients fell silent.
-fn expire_sessions(shared: &Shared) {
+/// Proposes `closeSession` for sessions whose clients fell silent, a
+/// batch at a time: the next batch is proposed once the last is applied,
+/// so a client's write waits behind at most one batch even when thousands
+/// of sessions are lost together (a rack losing power, a load balancer
+/// restarting). Stops if this server stops leading; the next leader gives
+/// every session a fresh timeout and expires them in turn.
+async fn expire_sessions(shared: &Shared) {
     shared.sessions.take_heard();
-    for session_id in shared.sessions.take_expired(Instant::now()) {
-        tracing::info!(session = format!("{session_id:#x}"), "session expired");
-        drop(shared.propose(&stamped_txn(session_id, TxnOp::CloseSession)));
+    let expired = shared.sessions.take_expired(Instant::now());
+    if expired.len() > EXPIRIES_PER_BATCH_MAX {
+        tracing::info!(
+            sessions = expired.len(),
+            "sessions expired together; closing them {EXPIRIES_PER_BATCH_MAX} at a time"
+        );
+    }
+    for batch in expired.chunks(EXPIRIES_PER_BATCH_MAX) {
+        if !shared.is_leader() {
+            return;
+        }
+        let mut last_applied = None;
+        for &session_id in batch {
+            tracing::info!(session = format!("{session_id:#x}"), "session expired");
+            last_applied = Some(shared.propose(&stamped_txn(session_id, TxnOp::CloseSession)));
+        }
+        if let Some(applied) = last_applied {
+            // Entries apply in log order: the last one done means the
+            // whole batch is. A lost proposal ends the wait as well.
+            let _ = applied.await;
+        }
     }
 }
 

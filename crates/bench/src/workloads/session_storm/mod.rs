@@ -95,6 +95,7 @@ pub async fn run(
     );
 
     eprintln!("  losing every session at once");
+    probe.reset();
     lost.kill_all();
     let curve = cleanup_curve(&admin, args).await?;
     m.rows.push(cleanup_row(probe.row("cleanup"), &curve, args));
@@ -225,9 +226,35 @@ where
     }
 }
 
+/// What the probe measured since the current phase began.
+struct ProbeLog {
+    began: Instant,
+    latencies: Latencies,
+    /// The slowest write and when, after `began`, it was sent: a stall is
+    /// told apart by whether it came with the loss or with the expiries.
+    slowest: Option<(Duration, Duration)>,
+}
+
+impl ProbeLog {
+    fn new() -> Self {
+        Self {
+            began: Instant::now(),
+            latencies: Latencies::default(),
+            slowest: None,
+        }
+    }
+
+    fn record(&mut self, sent: Instant, took: Duration) {
+        self.latencies.record(took);
+        if self.slowest.is_none_or(|(slowest, _)| took > slowest) {
+            self.slowest = Some((took, sent.duration_since(self.began)));
+        }
+    }
+}
+
 /// The foreground client: one setData at a time, each timed.
 struct Probe {
-    latencies: Arc<Mutex<Latencies>>,
+    log: Arc<Mutex<ProbeLog>>,
     errors: Arc<AtomicU64>,
     stopping: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<Client>,
@@ -238,20 +265,19 @@ impl Probe {
         zk.create(PROBE_PATH, b"", CreateMode::Persistent)
             .await
             .context("creating the probe's znode")?;
-        let latencies = Arc::new(Mutex::new(Latencies::default()));
+        let log = Arc::new(Mutex::new(ProbeLog::new()));
         let errors = Arc::new(AtomicU64::new(0));
         let stopping = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn({
-            let (latencies, errors, stopping) =
-                (latencies.clone(), errors.clone(), stopping.clone());
+            let (log, errors, stopping) = (log.clone(), errors.clone(), stopping.clone());
             async move {
                 while !stopping.load(Ordering::Relaxed) {
                     let began = Instant::now();
                     match zk.set_data(PROBE_PATH, b"probe", None).await {
-                        Ok(_) => latencies
+                        Ok(_) => log
                             .lock()
                             .expect("probe poisoned")
-                            .record(began.elapsed()),
+                            .record(began, began.elapsed()),
                         Err(_) => {
                             errors.fetch_add(1, Ordering::Relaxed);
                         }
@@ -262,25 +288,36 @@ impl Probe {
             }
         });
         Ok(Probe {
-            latencies,
+            log,
             errors,
             stopping,
             task,
         })
     }
 
-    /// Forgets what the probe measured so far.
+    /// Begins a phase: what the probe measured so far is forgotten.
     fn reset(&self) {
-        self.row("");
+        let _forgotten = self.take();
     }
 
-    /// A row with the probe's latencies and errors since the last row.
+    /// What the probe measured since the phase began, and its errors.
+    fn take(&self) -> (ProbeLog, u64) {
+        let log = std::mem::replace(
+            &mut *self.log.lock().expect("probe poisoned"),
+            ProbeLog::new(),
+        );
+        (log, self.errors.swap(0, Ordering::Relaxed))
+    }
+
+    /// A row with the probe's latencies and errors since the last row,
+    /// and when in that phase its slowest write was sent.
     fn row(&self, label: &str) -> Row {
-        let latencies = std::mem::take(&mut *self.latencies.lock().expect("probe poisoned"));
-        let errors = self.errors.swap(0, Ordering::Relaxed);
+        let (log, errors) = self.take();
+        let slowest_at = log.slowest.map_or(f64::NAN, |(_, at)| at.as_secs_f64());
         Row::new(label)
-            .latencies(&latencies)
+            .latencies(&log.latencies)
             .metric("probe_errors", errors as f64)
+            .metric("slowest_sent_s", slowest_at)
     }
 
     async fn stop(self) {
