@@ -20,14 +20,18 @@ import uuid
 import pytest
 
 from ensemble import Ensemble, TICK_TIME, wait_for
-from zkharness import paddock_bin
+from zkharness import ZK_CLI, ZK_JARS, paddock_bin
 from zkwire import CreateMode, Err, EventType as Ev, RawClient
 
 from kazoo.client import KazooState
-from kazoo.exceptions import BadVersionError
+from kazoo.exceptions import BadVersionError, NoAuthError
 from kazoo.protocol.states import EventType
 
 pytestmark = pytest.mark.paddock_only("ensembles are configured the Paddock way")
+
+needs_zkcli = pytest.mark.skipif(
+    not (os.path.exists(ZK_CLI) and os.path.exists(f"{ZK_JARS}/zookeeper.jar")),
+    reason="Debian's zookeeper package is not installed (apt-get install zookeeper)")
 
 
 # ---------------------------------------------------------------- fixtures
@@ -627,3 +631,64 @@ def test_sync_then_read_sees_every_write_acknowledged_before_it(ens, root):
     assert not errors, errors
     assert acked[0] > 10, "the writer hardly wrote"
     assert not stale, f"sync+read returned values older than acknowledged writes: {stale[:10]}"
+
+
+# ---------------------------------------------------------------- membership
+
+def expected_config(ensemble):
+    """/zookeeper/config as ZooKeeper 3.8 writes it for these zoo.cfg
+    lines (`server.N=host:peer:election[:observer];clientPort`): the role
+    always named, a bare client port as 0.0.0.0, `version=` in hex (0 for
+    zoo.cfg's own), no final newline."""
+    lines = [f"server.{m.id}={m.host}:{m.peer_port}:{m.election_port}:"
+             f"{'observer' if m.observer else 'participant'};0.0.0.0:{m.port}"
+             for m in sorted(ensemble.members, key=lambda m: m.id)]
+    return "\n".join(lines + ["version=0"])
+
+
+def test_every_server_publishes_the_membership_in_zookeeper_config(ens):
+    assert_membership_published(ens)
+
+
+def test_observers_are_published_as_observers(obs_ens):
+    assert "observer;" in expected_config(obs_ens)
+    assert_membership_published(obs_ens)
+
+
+def assert_membership_published(ensemble):
+    expected = expected_config(ensemble)
+    for member in ensemble.members:
+        c = ensemble.client(member)
+        data, stat = c.get("/zookeeper/config")
+        assert data.decode() == expected, member.name
+        assert (stat.version, stat.mzxid, stat.dataLength) == (-1, 0, len(expected))
+        acl, _ = c.get_acls("/zookeeper/config")
+        assert [(a.perms, a.id.scheme, a.id.id) for a in acl] == [(1, "world", "anyone")]
+    with pytest.raises(NoAuthError):
+        c.set("/zookeeper/config", b"server.1=elsewhere")
+
+
+@needs_zkcli
+def test_config_in_the_shell_and_in_zkcli(ens):
+    """`config`, `config -s` and `config -c` print the same from zkCli and
+    `paddock shell`: zkCli parses every line with ZooKeeper's own parser."""
+    member = ens.members[0]
+    env = dict(os.environ, TZ="UTC", JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1")
+    expected = expected_config(ens)
+    clients = ",".join(f"0.0.0.0:{m.port}" for m in sorted(ens.members, key=lambda m: m.id))
+    for words in (["config"], ["config", "-s"], ["config", "-c"]):
+        ours = subprocess.run([str(paddock_bin()), "shell", member.hosts, *words],
+                              capture_output=True, text=True, timeout=60, env=env)
+        theirs = subprocess.run([ZK_CLI, "-server", member.hosts, *words],
+                                capture_output=True, text=True, timeout=120, env=env,
+                                stdin=subprocess.DEVNULL)
+        assert ours.returncode == 0, ours.stderr
+        printed = ours.stdout
+        if words == ["config", "-c"]:
+            # zkCli lists the servers in its Properties' hash order.
+            assert printed == f"0 {clients}\n"
+            version, listed = theirs.stdout.splitlines()[-1].split(" ")
+            assert (version, sorted(listed.split(","))) == ("0", sorted(clients.split(",")))
+        else:
+            assert printed.startswith(expected + "\n")
+            assert printed in theirs.stdout, f"{words}: zkCli printed {theirs.stdout!r}"

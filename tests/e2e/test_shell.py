@@ -278,6 +278,7 @@ SAME_AS_ZKCLI = [
     "setquota @/a", "setquota -n 0 @/a", "setquota -b -1 @/a", "setquota -n x @/a",
     "setquota -n 1 -b 2 @/a", "setquota -n 5 @/nope", "setquota -N 5 /zookeeper/quota/x",
     "ls //x", "get @/a/../b",
+    "config", "config -s", "config -c", "config -x",
 ]
 
 

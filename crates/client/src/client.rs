@@ -39,6 +39,10 @@ use crate::session::{Command, SessionTask};
 use crate::state::{lock, SessionInfo, SessionState, Shared, StateStream};
 use crate::watch::{Watch, WatchKind, WatchRegistration, WatchSink, WatchStream};
 
+/// Where servers of an ensemble publish its membership
+/// (`ZooDefs.CONFIG_NODE`).
+const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// One page of a node's children ([`Client::get_children_page`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChildrenPage {
@@ -319,6 +323,37 @@ impl Client {
         });
         Call::new(async move {
             let (sent, watch) = sent?;
+            let reply: GetDataResponse = sent.decode().await?;
+            Ok((reply.data, reply.stat, watch))
+        })
+    }
+
+    /// The ensemble's membership as the servers publish it in
+    /// `/zookeeper/config` (`server.N=...` lines, then `version=`), and its
+    /// `Stat`; empty from a standalone server. As in ZooKeeper's
+    /// `getConfig`, the path is the server's own, whatever the chroot.
+    pub fn get_config(&self) -> Call<(Option<Bytes>, Stat)> {
+        let read = PathAndWatch {
+            path: CONFIG_NODE.to_owned(),
+            watch: false,
+        };
+        let sent = self.send(&Request::GetData(read), None, CONFIG_NODE);
+        Call::new(async move {
+            let reply: GetDataResponse = sent.decode().await?;
+            Ok((reply.data, reply.stat))
+        })
+    }
+
+    /// [`Client::get_config`], leaving a watch that fires when the
+    /// membership changes.
+    pub fn get_config_watched(&self) -> Call<(Option<Bytes>, Stat, Watch)> {
+        let read = PathAndWatch {
+            path: CONFIG_NODE.to_owned(),
+            watch: true,
+        };
+        let (reg, watch) = self.one_shot(CONFIG_NODE, WatchKind::Data);
+        let sent = self.send(&Request::GetData(read), Some(reg), CONFIG_NODE);
+        Call::new(async move {
             let reply: GetDataResponse = sent.decode().await?;
             Ok((reply.data, reply.stat, watch))
         })

@@ -2,7 +2,8 @@
 //! ZooKeeper) read over the client protocol and summed up in one digest,
 //! so that two servers' trees can be compared, before and after a
 //! migration. With `--list`, a line per znode (path, data, stat, ACL) to
-//! find where two trees differ.
+//! find where two trees differ. `/zookeeper/config` is left out: it lists
+//! the servers of each deployment, not the data moved between them.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -13,6 +14,9 @@ use sha1::{Digest as _, Sha1};
 
 /// Znodes whose reads are in flight at once.
 const ZNODES_IN_FLIGHT: usize = 2048;
+
+/// The ensemble's membership, which differs between any two deployments.
+const MEMBERSHIP_NODE: &str = "/zookeeper/config";
 
 #[derive(clap::Args)]
 pub struct DigestArgs {
@@ -130,7 +134,12 @@ async fn read_tree(zk: &Client, root: &str) -> anyhow::Result<BTreeMap<String, S
                     .await
                     .map_err(|e| anyhow::anyhow!("listing {path}: {e}"))?;
                 let parent = if path == "/" { "" } else { path };
-                level.extend(children.into_iter().map(|c| format!("{parent}/{c}")));
+                level.extend(
+                    children
+                        .into_iter()
+                        .map(|c| format!("{parent}/{c}"))
+                        .filter(|child| child != MEMBERSHIP_NODE),
+                );
             }
         }
     }

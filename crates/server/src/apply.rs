@@ -89,10 +89,11 @@ impl ApplyLoop {
                 reason: "it is not the newest snapshot on disk".into(),
             });
         };
-        let tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
+        let mut tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
             index: found.index,
             reason: e.to_string(),
         })?;
+        crate::membership::install(&mut tree, &self.shared.config);
         let now = Instant::now();
         for (id, info) in tree.sessions() {
             self.shared

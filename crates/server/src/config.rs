@@ -178,6 +178,8 @@ pub struct ServerSpec {
     pub election_port: u16,
     pub observer: bool,
     pub client_port: Option<u16>,
+    /// The host before the client port, when the line gives one.
+    pub client_host: Option<String>,
 }
 
 impl ServerSpec {
@@ -202,9 +204,11 @@ impl ServerSpec {
             "observer" => true,
             other => return Err(format!("role {other:?} must be participant or observer")),
         };
-        let client_port = client
-            .map(|c| port(c.rsplit(':').next().unwrap_or(c), "client port"))
-            .transpose()?;
+        let (client_host, client_port) = match client.map(|c| c.rsplit_once(':')) {
+            Some(Some((host, p))) => (Some(host.to_string()), Some(port(p, "client port")?)),
+            Some(None) => (None, client.map(|p| port(p, "client port")).transpose()?),
+            None => (None, None),
+        };
         Ok(Self {
             id,
             host: host.to_string(),
@@ -212,7 +216,31 @@ impl ServerSpec {
             election_port: port(election, "election port")?,
             observer,
             client_port,
+            client_host,
         })
+    }
+}
+
+/// The line's value as ZooKeeper writes it back (`QuorumServer.toString`):
+/// the role always named, and the client address only when the line gave
+/// one, a bare port as the wildcard address.
+impl std::fmt::Display for ServerSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let role = if self.observer {
+            "observer"
+        } else {
+            "participant"
+        };
+        write!(
+            f,
+            "{}:{}:{}:{role}",
+            self.host, self.peer_port, self.election_port
+        )?;
+        if let Some(port) = self.client_port {
+            let host = self.client_host.as_deref().unwrap_or("0.0.0.0");
+            write!(f, ";{host}:{port}")?;
+        }
+        Ok(())
     }
 }
 
@@ -687,6 +715,15 @@ mod tests {
         assert!(!c.servers[1].observer && c.servers[2].observer);
         assert_eq!(c.servers[2].client_port, Some(2183));
         assert_eq!(c.servers[2].peer_port, 2889);
+        let written: Vec<String> = c.servers.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            written,
+            [
+                "10.0.0.1:2888:3888:participant;0.0.0.0:2181",
+                "10.0.0.2:2888:3888:participant",
+                "10.0.0.3:2889:3889:observer;0.0.0.0:2183",
+            ]
+        );
         for bad in [
             "server.1=host:1",
             "server.x=a:1:2",

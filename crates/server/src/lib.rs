@@ -36,6 +36,7 @@ mod delegation;
 mod ensemble;
 mod four_letter;
 mod load_limits;
+mod membership;
 mod monitor;
 mod open_files;
 mod pipeline;

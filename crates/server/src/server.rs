@@ -129,7 +129,8 @@ pub async fn run(
     }
     let ensemble = Ensemble::from_config(&config)?;
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
-    let (tree, snapshot_meta) = load_snapshot(&snapshots)?;
+    let (mut tree, snapshot_meta) = load_snapshot(&snapshots)?;
+    crate::membership::install(&mut tree, &config);
 
     let server_id = ensemble.as_ref().map_or(1, |e| e.my_id);
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {

@@ -50,6 +50,31 @@ pub fn list<S: AsRef<str>>(items: &[S]) -> String {
     format!("[{}]", items.join(", "))
 }
 
+/// `config -c`, as zkCli's `ConfigUtils.getClientConfigStr`: the
+/// configuration's version, a space, and the client address of every
+/// server that has one, comma-separated (a bare port is the wildcard
+/// address).
+pub fn client_config(text: &str) -> String {
+    let mut version = "";
+    let mut clients = Vec::new();
+    for line in text.lines() {
+        match line.split_once('=') {
+            Some(("version", v)) => version = v.trim(),
+            Some((key, value)) if key.starts_with("server.") => {
+                if let Some((_, client)) = value.split_once(';') {
+                    let client = client.trim();
+                    clients.push(match client.contains(':') {
+                        true => client.to_string(),
+                        false => format!("0.0.0.0:{client}"),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    format!("{version} {}", clients.join(","))
+}
+
 /// Permissions as ZooKeeper's `ZKUtil.getPermString`: `cdrwa` order.
 pub fn perm_string(perms: i32) -> String {
     [
@@ -444,5 +469,15 @@ mod tests {
     fn lists_as_java() {
         assert_eq!(list::<&str>(&[]), "[]");
         assert_eq!(list(&["a", "b"]), "[a, b]");
+    }
+
+    #[test]
+    fn client_config_is_the_version_and_the_client_addresses() {
+        let text = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+                    server.2=127.0.0.1:2889:3889:participant\n\
+                    server.3=127.0.0.1:2890:3890:observer;2183\n\
+                    version=10000000c";
+        assert_eq!(client_config(text), "10000000c 0.0.0.0:2181,0.0.0.0:2183");
+        assert_eq!(client_config(""), " ");
     }
 }

@@ -13,7 +13,7 @@
 use client::{AddWatchMode, CreateMode, QuotaLimits, WatcherType, MAX_TTL};
 
 /// Every command with its usage as zkCli prints it (3.8, less the
-/// reconfig, config and version commands Paddock has no use for), plus
+/// reconfig and version commands), plus
 /// `help` and `exit`. Sorted, because `help` lists them in this order.
 pub const COMMANDS: &[(&str, &str)] = &[
     (
@@ -22,6 +22,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("addauth", "scheme auth"),
     ("close", ""),
+    ("config", "[-c] [-w] [-s]"),
     ("connect", "host:port"),
     ("create", "[-s] [-e] [-c] [-t ttl] path [data] [acl]"),
     ("delete", "[-v version] path"),
@@ -185,6 +186,13 @@ pub enum Command {
     },
     Sync {
         path: String,
+    },
+    /// The ensemble's membership, from `/zookeeper/config`.
+    Config {
+        /// `-c`: the version and the client addresses only.
+        client: bool,
+        stat: bool,
+        watch: bool,
     },
     AddWatch {
         path: String,
@@ -535,6 +543,14 @@ pub fn parse(words: &[String]) -> Result<Parsed, CliError> {
             let o = options(words, "", "")?;
             at_least(&o, 2)?;
             Command::Sync { path: o.path(1) }
+        }
+        "config" => {
+            let o = options(words, "cws", "")?;
+            Command::Config {
+                client: o.has('c'),
+                stat: o.has('s'),
+                watch: o.has('w'),
+            }
         }
         "addWatch" => {
             let o = options(words, "", "m")?;

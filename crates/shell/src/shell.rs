@@ -21,6 +21,9 @@ use crate::format;
 use crate::parse::{self, CliError, Command};
 use crate::watches::{EventSink, Watches};
 
+/// Where an ensemble's servers publish its membership.
+const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// How a shell connects and what it says about it.
 #[derive(Debug, Clone)]
 pub struct ShellOptions {
@@ -533,6 +536,27 @@ impl Shell {
                 zk.add_auth(&scheme, auth.as_bytes())
                     .await
                     .map_err(failed)?;
+            }
+            Command::Config {
+                client,
+                stat,
+                watch,
+            } => {
+                let (data, node) = if watch {
+                    let (data, node, watch) = zk.get_config_watched().await.map_err(failed)?;
+                    self.watches.once(CONFIG_NODE, watch);
+                    (data, node)
+                } else {
+                    zk.get_config().await.map_err(failed)?
+                };
+                let text = String::from_utf8_lossy(data.as_deref().unwrap_or_default());
+                match client {
+                    true => put(out, &format!("{}\n", format::client_config(&text))),
+                    false => put(out, &format!("{text}\n")),
+                }
+                if stat {
+                    put(out, &format::stat(&node));
+                }
             }
             Command::Sync { path } => {
                 checked(&path, false)?;

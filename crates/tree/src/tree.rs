@@ -298,6 +298,24 @@ impl DataTree {
         node.client_stat()
     }
 
+    /// Puts the ensemble's membership in `/zookeeper/config`, as each
+    /// ZooKeeper server does from its own configuration when it starts
+    /// (`initConfigInZKDatabase`): the data version -1 and the mzxid the
+    /// configuration's version. No watch fires: nobody watches yet. The
+    /// mtime is 0 where ZooKeeper takes each server's clock, so that every
+    /// replica holds the same node.
+    pub fn install_config(&mut self, text: Bytes, version: i64) {
+        let node = self
+            .node_mut(path::CONFIG_ZOOKEEPER)
+            .expect("every tree has the config node");
+        let old_len = node.data_len() as i64;
+        node.data = Some(owned(&text));
+        node.stat.version = -1;
+        node.stat.mzxid = version;
+        node.stat.mtime = 0;
+        self.data_bytes_approx += text.len() as i64 - old_len;
+    }
+
     /// Replaces a node's data without touching its stat, as ZooKeeper's
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {

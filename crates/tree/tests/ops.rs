@@ -42,6 +42,24 @@ fn fresh_tree_matches_a_standalone_server() {
 }
 
 #[test]
+fn an_ensemble_s_config_is_installed_as_zookeeper_installs_it() {
+    // ZKDatabase.initConfigInZKDatabase: version -1, mzxid the config's version
+    let mut tree = DataTree::new();
+    let text = "server.1=127.0.0.1:2888:3888:participant\nversion=100000000";
+    tree.install_config(Bytes::from(text), 0x1_0000_0000);
+    let (data, stat) = tree.get_data("/zookeeper/config", &[]).unwrap();
+    assert_eq!(data.as_deref(), Some(text.as_bytes()));
+    assert_eq!(
+        (stat.version, stat.mzxid, stat.data_length),
+        (-1, 0x1_0000_0000, text.len() as i32)
+    );
+    assert_eq!(stat.aversion, -1, "the ACL is untouched");
+    assert_eq!(tree.approximate_data_bytes(), 44 + text.len() as u64);
+    tree.install_config(Bytes::from_static(b"version=0"), 0);
+    assert_eq!(tree.approximate_data_bytes(), 44 + 9);
+}
+
+#[test]
 fn create_sets_every_stat_field() {
     // DataTree.createStat, DataTree.createNode, DataNode.copyStat
     let mut h = Harness::new();
