@@ -642,3 +642,30 @@ def test_deposed_leader_survives_proposals_forwarded_to_it(make_ensemble):
     print(f"{len(acked)} of {sent} pipelined creates acknowledged")
     ens.assert_paths_everywhere(acked)
     ens.assert_trees_identical()
+
+
+def test_an_observer_is_still_replicated_after_the_voters_restart_from_snapshots(make_ensemble):
+    """Every voter restarts from a snapshot of its own: the group's
+    membership then comes from the snapshot's header, which must keep the
+    observer, or no leader would send it anything again."""
+    ens = make_ensemble(voters=3, observers=1, config={"snapCount": 20})
+    observer = ens.observers[0]
+    c = ens.client(ens.leader())
+    c.create("/before", b"")
+    for i in range(60):
+        c.create(f"/before/n{i}", b"x")
+    for member in ens.voters:
+        snapshots = member.data_dir / "version-paddock" / "snapshots"
+        wait_for(lambda: any(not p.name.endswith(".tmp") for p in snapshots.glob("*")),
+                 timeout=10, what=f"a snapshot on {member.name}")
+    for member in ens.voters:
+        member.kill()
+    for member in ens.voters:
+        member.spawn()
+    ens.wait_all_serving()
+    writer = ens.client(ens.leader())
+    writer.create("/after", b"written after the restart")
+    reader = ens.client(observer)
+    assert wait_for(lambda: reader.exists("/after") is not None, timeout=10,
+                    what="the write to reach the observer"), \
+        "the observer no longer receives the log"

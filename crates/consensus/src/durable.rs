@@ -475,8 +475,7 @@ mod tests {
                 .compact(SnapshotMeta {
                     index: 6,
                     term: 1,
-                    voters: vec![1],
-                    learners: vec![],
+                    membership: crate::Membership::new(vec![1], vec![]),
                 })
                 .unwrap();
             log.sync().unwrap();
@@ -487,8 +486,7 @@ mod tests {
         let meta = SnapshotMeta {
             index: 6,
             term: 1,
-            voters: vec![1],
-            learners: vec![],
+            membership: crate::Membership::new(vec![1], vec![]),
         };
         let log = DurableLog::open(dir.path(), &[1], &[], Some(&meta)).unwrap();
         let store = log.raft_storage();

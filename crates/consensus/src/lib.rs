@@ -15,6 +15,8 @@
 //! - `hand_off`: choosing the follower a stopping leader hands over to.
 //! - `log_sync`: the log's fdatasync and trimming on a thread of their
 //!   own, and the Readies waiting for them.
+//! - `membership`: the group's voters and learners, and the raft change
+//!   that moves it to another membership.
 //! - `log_store`: raft's view of the log: each entry's term and WAL
 //!   location, the newest entries cached, older ones read back from disk.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
@@ -34,6 +36,7 @@ mod hand_off;
 mod histogram;
 mod log_store;
 mod log_sync;
+mod membership;
 mod node;
 mod peers;
 mod record;
@@ -46,6 +49,7 @@ pub use error::Error;
 pub use fence::Control;
 pub use hand_off::HandOff;
 pub use histogram::{Histogram, HistogramSnapshot};
+pub use membership::Membership;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
 };

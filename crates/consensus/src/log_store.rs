@@ -470,8 +470,7 @@ mod tests {
         let snapshot = SnapshotMeta {
             index: 3,
             term: pair.term,
-            voters: vec![1],
-            learners: vec![],
+            membership: crate::Membership::new(vec![1], vec![]),
         };
         pair.reference
             .wl()

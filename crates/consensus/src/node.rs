@@ -26,7 +26,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use raft::prelude::{Entry, EntryType, Message, MessageType};
+use protobuf::Message as _;
+use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
 use raft::{RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
@@ -35,6 +36,7 @@ use crate::durable::{DurableLog, RaftStore};
 use crate::fence::{Control, Fence};
 use crate::hand_off::{self, Follower, HandOff};
 use crate::log_sync::{LogSyncer, PersistQueue, Synced};
+use crate::membership::Membership;
 use crate::snapshot::SnapshotMeta;
 use crate::status::{Role, Status};
 use crate::Error;
@@ -121,9 +123,13 @@ pub struct CommittedEntry<W> {
     /// Log index: the zxid of the transaction the entry carries.
     pub index: u64,
     pub term: u64,
-    /// Empty for raft's own entries (a new leader's no-op, membership).
+    /// Empty for raft's own entries (a new leader's no-op, the end of a
+    /// joint membership change).
     pub data: Bytes,
     pub waiter: Option<W>,
+    /// The group's membership from this entry on, when the entry changed
+    /// it.
+    pub membership: Option<Membership>,
 }
 
 /// Called with the log index a linearizable read must wait for, or `None`
@@ -132,6 +138,11 @@ pub type ReadIndexCallback = Box<dyn FnOnce(Option<u64>) + Send>;
 
 enum Command<W> {
     Propose {
+        data: Vec<u8>,
+        waiter: W,
+    },
+    ProposeMembership {
+        target: Membership,
         data: Vec<u8>,
         waiter: W,
     },
@@ -255,9 +266,12 @@ impl<W: Send + 'static> Consensus<W> {
             deferred: Vec::new(),
             hand_off: None,
             fence,
+            joint: false,
             persisting: PersistQueue::default(),
             syncer,
         };
+        let membership = driver.membership();
+        driver.set_membership(&membership);
         let thread = thread::Builder::new()
             .name("consensus".into())
             .spawn(move || {
@@ -295,6 +309,28 @@ impl<W: Send + 'static> Consensus<W> {
     /// or is dropped if the proposal is lost (no leader, leader changed).
     pub fn propose(&self, data: Vec<u8>, waiter: W) -> Result<(), Error> {
         self.send(Command::Propose { data, waiter })
+    }
+
+    /// Proposes that the group's voters and learners become `target`'s,
+    /// with `data` for the state machine in the same entry (the change's
+    /// own transaction). Committed, the entry arrives with its `data` and
+    /// the new membership, which holds from that entry on; a change of
+    /// more than one server is joint until raft leaves that state by
+    /// itself, an entry later. Like any proposal, `waiter` is dropped if
+    /// it is lost, and also if another change is under way (raft allows
+    /// one at a time). A `target` equal to the membership is proposed as
+    /// a plain entry.
+    pub fn propose_membership(
+        &self,
+        target: Membership,
+        data: Vec<u8>,
+        waiter: W,
+    ) -> Result<(), Error> {
+        self.send(Command::ProposeMembership {
+            target,
+            data,
+            waiter,
+        })
     }
 
     /// Asks the leader for the commit index a linearizable read must wait
@@ -374,6 +410,9 @@ struct Driver<W> {
     hand_off: Option<HandingOff>,
     /// While this voter may not vote: it lost its raft state (`fence`).
     fence: Option<Fence>,
+    /// Whether the membership is in a joint state, half way through a
+    /// change.
+    joint: bool,
     /// Readies given back to raft and not yet durable.
     persisting: PersistQueue,
     /// Declared last: dropping it waits for the sync under way.
@@ -423,6 +462,7 @@ impl<W: Send + 'static> Driver<W> {
             self.handle_ready()?;
             self.lift_fence_once_passed()?;
             self.check_hand_off();
+            self.step_down_if_removed();
             for command in std::mem::take(&mut self.deferred) {
                 self.handle(command)?;
             }
@@ -435,17 +475,15 @@ impl<W: Send + 'static> Driver<W> {
     fn handle(&mut self, command: Command<W>) -> Result<(), Error> {
         match command {
             Command::Propose { data, waiter } => {
-                let sequence = self.next_sequence;
-                self.next_sequence += 1;
-                let origin = ProposalOrigin {
-                    server: self.id,
-                    sequence,
-                };
-                // A refused proposal (no known leader) drops its waiter,
-                // which its caller sees as a lost request.
-                if self.raw.propose(origin.encode(), data).is_ok() {
-                    self.pending.insert(sequence, (Instant::now(), waiter));
-                }
+                self.propose(data, waiter);
+                Ok(())
+            }
+            Command::ProposeMembership {
+                target,
+                data,
+                waiter,
+            } => {
+                self.propose_membership(target, data, waiter);
                 Ok(())
             }
             Command::ReadIndex { callback } => {
@@ -513,6 +551,109 @@ impl<W: Send + 'static> Driver<W> {
         }
     }
 
+    fn next_origin(&mut self) -> ProposalOrigin {
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        ProposalOrigin {
+            server: self.id,
+            sequence,
+        }
+    }
+
+    fn propose(&mut self, data: Vec<u8>, waiter: W) {
+        let origin = self.next_origin();
+        // A refused proposal (no known leader) drops its waiter, which its
+        // caller sees as a lost request.
+        if self.raw.propose(origin.encode(), data).is_ok() {
+            self.pending
+                .insert(origin.sequence, (Instant::now(), waiter));
+        }
+    }
+
+    fn propose_membership(&mut self, target: Membership, data: Vec<u8>, waiter: W) {
+        let raft = &self.raw.raft;
+        if self.joint || raft.pending_conf_index > raft.raft_log.applied {
+            // One change at a time: raft would turn this one into an empty
+            // entry.
+            return;
+        }
+        let current = self.membership();
+        let Some(mut change) = current.change_to(&target) else {
+            self.propose(data, waiter);
+            return;
+        };
+        change.context = data.into();
+        let origin = self.next_origin();
+        if self
+            .raw
+            .propose_conf_change(origin.encode(), change)
+            .is_ok()
+        {
+            self.pending
+                .insert(origin.sequence, (Instant::now(), waiter));
+        }
+    }
+
+    fn set_membership(&mut self, membership: &Membership) {
+        self.joint = membership.is_joint();
+        self.status.set_membership(membership.clone());
+    }
+
+    /// The membership raft works with now.
+    fn membership(&self) -> Membership {
+        Membership::from_raft(&self.raw.raft.prs().conf().to_conf_state())
+    }
+
+    /// Applies a committed change of membership to raft: it holds from
+    /// this entry on. Returns the change's own data for the state machine,
+    /// and the new membership; a change raft refuses (none this server
+    /// proposes) leaves the membership as it was on every server alike,
+    /// and its data is not applied.
+    fn apply_membership_change(&mut self, entry: &Entry) -> (Bytes, Option<Membership>) {
+        let change = match ConfChangeV2::parse_from_bytes(&entry.data) {
+            Ok(change) => change,
+            Err(error) => {
+                tracing::error!(
+                    index = entry.index,
+                    "a committed membership change cannot be read, and is skipped: {error}"
+                );
+                return (Bytes::new(), None);
+            }
+        };
+        match self.raw.apply_conf_change(&change) {
+            Ok(conf) => {
+                let membership = Membership::from_raft(&conf);
+                tracing::info!(
+                    index = entry.index,
+                    ?membership,
+                    "the group's membership changed"
+                );
+                self.set_membership(&membership);
+                (Bytes::from(change.context.to_vec()), Some(membership))
+            }
+            Err(error) => {
+                tracing::error!(
+                    index = entry.index,
+                    "raft refused a committed membership change, which is skipped: {error}"
+                );
+                (Bytes::new(), None)
+            }
+        }
+    }
+
+    /// A leader that a membership change left without a vote hands its
+    /// leadership to a voter, as ZooKeeper's leader does when a reconfig
+    /// removes it; raft itself would let it lead on.
+    fn step_down_if_removed(&mut self) {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader || self.hand_off.is_some() || raft.promotable() {
+            return;
+        }
+        tracing::info!("this server leads but is no longer a voter: handing leadership over");
+        let (reply, _) = oneshot::channel();
+        self.start_hand_off(None, reply);
+    }
+
     fn handle_ready(&mut self) -> Result<(), Error> {
         if !self.raw.has_ready() {
             return Ok(());
@@ -526,6 +667,7 @@ impl<W: Send + 'static> Driver<W> {
             // snapshot's bytes were durable in the snapshot directory.
             let meta = SnapshotMeta::from_raft(ready.snapshot());
             self.until_space(|log| log.install_snapshot(&meta))?;
+            self.set_membership(&meta.membership);
             let _ = self.committed.send(Applying::Restore(meta));
         }
         // Whoever sees a committed entry or an answered read must also see
@@ -839,15 +981,19 @@ impl<W: Send + 'static> Driver<W> {
                 let waiter = ProposalOrigin::decode(&entry.context)
                     .filter(|origin| origin.server == self.id)
                     .and_then(|origin| self.take_waiter(origin.sequence));
-                let data = match entry.get_entry_type() {
-                    EntryType::EntryNormal => Bytes::from(entry.data.to_vec()),
-                    EntryType::EntryConfChange | EntryType::EntryConfChangeV2 => Bytes::new(),
+                let (data, membership) = match entry.get_entry_type() {
+                    EntryType::EntryNormal => (Bytes::from(entry.data.to_vec()), None),
+                    EntryType::EntryConfChangeV2 => self.apply_membership_change(&entry),
+                    // Raft's first form of change, which nothing here
+                    // proposes.
+                    EntryType::EntryConfChange => (Bytes::new(), None),
                 };
                 CommittedEntry {
                     index: entry.index,
                     term: entry.term,
                     data,
                     waiter,
+                    membership,
                 }
             })
             .collect();
@@ -924,7 +1070,10 @@ impl<W: Send + 'static> Driver<W> {
             };
             match command {
                 Command::Stop => return Err(Error::Stopped),
-                Command::Propose { .. } | Command::Step(_) | Command::Control { .. } => {}
+                Command::Propose { .. }
+                | Command::ProposeMembership { .. }
+                | Command::Step(_)
+                | Command::Control { .. } => {}
                 Command::ReadIndex { callback } => callback(None),
                 Command::HandOff { reply, .. } => {
                     let _ = reply.send(HandOff::DiskFull);
@@ -954,6 +1103,10 @@ impl<W: Send + 'static> Driver<W> {
         self.status
             .last_index
             .store(raft.raft_log.last_index(), Ordering::Relaxed);
+        let changing = raft.pending_conf_index > raft.raft_log.applied || self.joint;
+        self.status
+            .membership_changing
+            .store(changing, Ordering::Relaxed);
     }
 }
 
@@ -1156,10 +1309,21 @@ mod tests {
 
     /// Starts server `id` of the group of three on `wires`.
     fn start_member(wires: &Arc<Wires>, id: u64, dir: &std::path::Path) -> Receiver {
+        start_with_voters(wires, id, dir, vec![1, 2, 3])
+    }
+
+    /// Starts server `id` on `wires`, knowing `voters` until the log says
+    /// otherwise.
+    fn start_with_voters(
+        wires: &Arc<Wires>,
+        id: u64,
+        dir: &std::path::Path,
+        voters: Vec<u64>,
+    ) -> Receiver {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let config = Config {
             id,
-            voters: vec![1, 2, 3],
+            voters,
             ..config(dir)
         };
         let port = Arc::new(Port {
@@ -1221,6 +1385,164 @@ mod tests {
                 assert_eq!(*waiter, expected, "node {id}, entry {data:?}");
             }
         }
+    }
+
+    /// Entries with data, and the memberships entries brought, until an
+    /// entry with `last` as its data has arrived.
+    fn until_data(rx: &mut Receiver, last: &[u8]) -> (Vec<Vec<u8>>, Vec<Membership>) {
+        let (mut data, mut memberships) = (Vec::new(), Vec::new());
+        while data.last().map(Vec::as_slice) != Some(last) {
+            let Applying::Entries(batch) = rx.blocking_recv().expect("consensus stopped") else {
+                panic!("no snapshot is sent in these tests");
+            };
+            for entry in batch {
+                memberships.extend(entry.membership);
+                if !entry.data.is_empty() {
+                    data.push(entry.data.to_vec());
+                }
+            }
+        }
+        (data, memberships)
+    }
+
+    fn wait_for(what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn a_server_joins_with_the_change_s_data_and_votes_from_then_on() {
+        let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs[..3]);
+        let leader_id = leader(&wires);
+        receivers.push(start_with_voters(
+            &wires,
+            4,
+            dirs[3].path(),
+            vec![1, 2, 3, 4],
+        ));
+        let four = Membership::new(vec![1, 2, 3, 4], vec![]);
+        wires.nodes.lock().unwrap()[&leader_id]
+            .propose_membership(four.clone(), b"grow".to_vec(), 1)
+            .unwrap();
+        for rx in receivers.iter_mut() {
+            let (data, memberships) = until_data(rx, b"grow");
+            assert_eq!(data, [b"grow".to_vec()]);
+            assert_eq!(memberships, std::slice::from_ref(&four));
+        }
+        for node in wires.nodes.lock().unwrap().values() {
+            wait_for("the new membership in the status", || {
+                node.status().membership() == four && !node.status().membership_changing()
+            });
+        }
+        // With server 4 a voter, a write needs three of four: cut one
+        // other than the leader and 4, and writes still commit.
+        let cut = [1, 2, 3].into_iter().find(|&id| id != leader_id).unwrap();
+        *wires.cut.lock().unwrap() = Some(cut);
+        wires.nodes.lock().unwrap()[&leader_id]
+            .propose(b"after".to_vec(), 2)
+            .unwrap();
+        let (data, _) = until_data(&mut receivers[3], b"after");
+        assert_eq!(data, [b"after".to_vec()]);
+        // A restart knows zoo.cfg's three voters, then replays the change.
+        *wires.cut.lock().unwrap() = None;
+        let restarted = if leader_id == 1 { 2 } else { 1 };
+        let node = wires.nodes.lock().unwrap().remove(&restarted).unwrap();
+        node.shutdown();
+        let dir = dirs[restarted as usize - 1].path();
+        let mut rx = start_with_voters(&wires, restarted, dir, vec![1, 2, 3]);
+        let (_, memberships) = until_data(&mut rx, b"after");
+        assert_eq!(memberships, std::slice::from_ref(&four));
+        let nodes = wires.nodes.lock().unwrap();
+        wait_for("the replayed membership", || {
+            nodes[&restarted].status().membership() == four
+        });
+    }
+
+    #[test]
+    fn two_servers_change_in_a_joint_step_and_a_removed_leader_hands_over() {
+        let dirs: Vec<_> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs[..3]);
+        let old_leader = leader(&wires);
+        let kept: Vec<u64> = [1, 2, 3]
+            .into_iter()
+            .filter(|&id| id != old_leader)
+            .collect();
+        for id in [4, 5] {
+            let dir = dirs[id as usize - 1].path();
+            receivers.push(start_with_voters(&wires, id, dir, vec![1, 2, 3, 4, 5]));
+        }
+        // The leader leaves and two join: one change, through a joint state.
+        let mut voters = kept.clone();
+        voters.extend([4, 5]);
+        let target = Membership::new(voters, vec![]);
+        wires.nodes.lock().unwrap()[&old_leader]
+            .propose_membership(target.clone(), b"replace".to_vec(), 1)
+            .unwrap();
+        for rx in receivers.iter_mut().skip(3) {
+            let (data, memberships) = until_data(rx, b"replace");
+            assert_eq!(data, [b"replace".to_vec()]);
+            assert!(memberships[0].is_joint(), "{memberships:?}");
+        }
+        let new_leader = {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let id = leader(&wires);
+                if id != old_leader {
+                    break id;
+                }
+                assert!(Instant::now() < deadline, "the removed leader kept leading");
+                thread::sleep(Duration::from_millis(10));
+            }
+        };
+        assert!(target.voters.contains(&new_leader));
+        for id in &target.voters {
+            let nodes = wires.nodes.lock().unwrap();
+            let node = &nodes[id];
+            wait_for("the joint state to be left", || {
+                node.status().membership() == target
+            });
+        }
+        wires.nodes.lock().unwrap()[&new_leader]
+            .propose(b"after".to_vec(), 2)
+            .unwrap();
+        for rx in receivers.iter_mut().skip(3) {
+            let (data, _) = until_data(rx, b"after");
+            assert_eq!(data.last().unwrap(), b"after");
+        }
+    }
+
+    #[test]
+    fn a_change_under_way_refuses_another() {
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (wires, mut receivers) = start_group(&dirs);
+        let leader_id = leader(&wires);
+        let follower = [1, 2, 3].into_iter().find(|&id| id != leader_id).unwrap();
+        let voters: Vec<u64> = [1, 2, 3].into_iter().filter(|&id| id != follower).collect();
+        let demoted = Membership::new(voters, vec![follower]);
+        {
+            let nodes = wires.nodes.lock().unwrap();
+            let leader = &nodes[&leader_id];
+            leader
+                .propose_membership(demoted.clone(), b"first".to_vec(), 1)
+                .unwrap();
+            // Refused: the first change is not applied yet.
+            leader
+                .propose_membership(
+                    Membership::new(vec![1, 2, 3], vec![]),
+                    b"second".to_vec(),
+                    2,
+                )
+                .unwrap();
+            leader.propose(b"after".to_vec(), 3).unwrap();
+        }
+        let leader_rx = &mut receivers[leader_id as usize - 1];
+        let (data, memberships) = until_data(leader_rx, b"after");
+        assert_eq!(data, [b"first".to_vec(), b"after".to_vec()]);
+        assert_eq!(memberships, [demoted]);
     }
 
     #[test]

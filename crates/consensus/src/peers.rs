@@ -451,8 +451,7 @@ mod tests {
         let meta = SnapshotMeta {
             index,
             term: 1,
-            voters: vec![1, 2],
-            learners: vec![],
+            membership: crate::Membership::new(vec![1, 2], vec![]),
         };
         snapshots.save(&meta, 2, |out| out.write_all(body)).unwrap();
     }

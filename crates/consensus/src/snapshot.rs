@@ -7,67 +7,68 @@ use std::path::Path;
 use raft::prelude::{ConfState, Snapshot};
 use storage::{SnapshotReader, SnapshotStore};
 
-use crate::Error;
+use crate::{Error, Membership};
+
+/// Set in the voters' count when the joint state's fields follow the
+/// learners; headers written before joint changes existed never have it.
+const JOINT_FIELDS: u32 = 1 << 31;
+
+/// Server ids are few; a greater count can only be damage.
+const SERVER_IDS_MAX: u32 = 1024;
 
 /// Where a snapshot sits in the log: it contains every entry up to and
-/// including `index` (log index space, which is also zxid space).
+/// including `index` (log index space, which is also zxid space), and the
+/// group's membership as of that entry.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SnapshotMeta {
     pub index: u64,
     pub term: u64,
-    pub voters: Vec<u64>,
-    pub learners: Vec<u64>,
+    pub membership: Membership,
 }
 
 impl SnapshotMeta {
     fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        let m = &self.membership;
+        let joint = m.is_joint() || !m.learners_next.is_empty() || m.auto_leave;
         out.write_all(&self.index.to_be_bytes())?;
         out.write_all(&self.term.to_be_bytes())?;
-        for ids in [&self.voters, &self.learners] {
-            out.write_all(&(ids.len() as u32).to_be_bytes())?;
-            for id in ids {
-                out.write_all(&id.to_be_bytes())?;
-            }
+        let flag = if joint { JOINT_FIELDS } else { 0 };
+        write_ids(out, &m.voters, flag)?;
+        write_ids(out, &m.learners, 0)?;
+        if joint {
+            write_ids(out, &m.voters_outgoing, 0)?;
+            write_ids(out, &m.learners_next, 0)?;
+            out.write_all(&[u8::from(m.auto_leave)])?;
         }
         Ok(())
     }
 
     fn read_from(input: &mut dyn Read) -> Result<Self, Error> {
-        fn u64_from(input: &mut dyn Read) -> Result<u64, Error> {
-            let mut b = [0u8; 8];
-            input
-                .read_exact(&mut b)
-                .map_err(|e| Error::BadSnapshotHeader(e.to_string()))?;
-            Ok(u64::from_be_bytes(b))
-        }
-        fn ids_from(input: &mut dyn Read) -> Result<Vec<u64>, Error> {
-            let mut b = [0u8; 4];
-            input
-                .read_exact(&mut b)
-                .map_err(|e| Error::BadSnapshotHeader(e.to_string()))?;
-            let count = u32::from_be_bytes(b);
-            // Server ids are few; a huge count can only be damage.
-            if count > 1024 {
-                return Err(Error::BadSnapshotHeader(format!("{count} server ids")));
-            }
-            (0..count).map(|_| u64_from(input)).collect()
+        let index = u64_from(input)?;
+        let term = u64_from(input)?;
+        let (voters, joint) = ids_from(input)?;
+        let (learners, _) = ids_from(input)?;
+        let mut membership = Membership::new(voters, learners);
+        if joint {
+            membership.voters_outgoing = ids_from(input)?.0;
+            membership.learners_next = ids_from(input)?.0;
+            let mut auto_leave = [0u8];
+            read_exact(input, &mut auto_leave)?;
+            membership.auto_leave = auto_leave[0] != 0;
         }
         Ok(Self {
-            index: u64_from(input)?,
-            term: u64_from(input)?,
-            voters: ids_from(input)?,
-            learners: ids_from(input)?,
+            index,
+            term,
+            membership,
         })
     }
 
     pub(crate) fn from_raft(snapshot: &Snapshot) -> Self {
         let meta = snapshot.get_metadata();
-        let conf = meta.get_conf_state();
         Self {
             index: meta.index,
             term: meta.term,
-            voters: conf.voters.clone(),
-            learners: conf.learners.clone(),
+            membership: Membership::from_raft(meta.get_conf_state()),
         }
     }
 
@@ -82,8 +83,43 @@ impl SnapshotMeta {
 
     /// The membership the snapshot holds, as raft takes it.
     pub(crate) fn conf_state(&self) -> ConfState {
-        ConfState::from((self.voters.clone(), self.learners.clone()))
+        self.membership.to_raft()
     }
+}
+
+fn write_ids(out: &mut dyn Write, ids: &[u64], flag: u32) -> io::Result<()> {
+    out.write_all(&(ids.len() as u32 | flag).to_be_bytes())?;
+    for id in ids {
+        out.write_all(&id.to_be_bytes())?;
+    }
+    Ok(())
+}
+
+fn read_exact(input: &mut dyn Read, buf: &mut [u8]) -> Result<(), Error> {
+    input
+        .read_exact(buf)
+        .map_err(|e| Error::BadSnapshotHeader(e.to_string()))
+}
+
+fn u64_from(input: &mut dyn Read) -> Result<u64, Error> {
+    let mut b = [0u8; 8];
+    read_exact(input, &mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// A list of server ids, and whether its count carried `JOINT_FIELDS`.
+fn ids_from(input: &mut dyn Read) -> Result<(Vec<u64>, bool), Error> {
+    let mut b = [0u8; 4];
+    read_exact(input, &mut b)?;
+    let raw = u32::from_be_bytes(b);
+    let count = raw & !JOINT_FIELDS;
+    if count > SERVER_IDS_MAX {
+        return Err(Error::BadSnapshotHeader(format!("{count} server ids")));
+    }
+    let ids = (0..count)
+        .map(|_| u64_from(input))
+        .collect::<Result<_, _>>()?;
+    Ok((ids, raw & JOINT_FIELDS != 0))
 }
 
 /// Where a server keeps its snapshots under its `dataDir`.
@@ -200,19 +236,41 @@ impl Snapshots {
 mod tests {
     use super::*;
 
+    fn round_trip(meta: &SnapshotMeta) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        meta.write_to(&mut bytes).unwrap();
+        let header = bytes.clone();
+        bytes.extend_from_slice(b"tree");
+        let mut input = &bytes[..];
+        assert_eq!(&SnapshotMeta::read_from(&mut input).unwrap(), meta);
+        assert_eq!(input, b"tree");
+        header
+    }
+
     #[test]
     fn header_round_trips() {
         let meta = SnapshotMeta {
             index: 42,
             term: 7,
-            voters: vec![1, 2, 3],
-            learners: vec![9],
+            membership: Membership::new(vec![1, 2, 3], vec![9]),
         };
-        let mut bytes = Vec::new();
-        meta.write_to(&mut bytes).unwrap();
-        bytes.extend_from_slice(b"tree");
-        let mut input = &bytes[..];
-        assert_eq!(SnapshotMeta::read_from(&mut input).unwrap(), meta);
-        assert_eq!(input, b"tree");
+        let header = round_trip(&meta);
+        // As written before joint changes: index, term, two id lists.
+        assert_eq!(header.len(), 8 + 8 + 4 + 3 * 8 + 4 + 8);
+    }
+
+    #[test]
+    fn a_joint_membership_round_trips() {
+        round_trip(&SnapshotMeta {
+            index: 42,
+            term: 7,
+            membership: Membership {
+                voters: vec![1, 2, 4],
+                learners: vec![],
+                voters_outgoing: vec![1, 2, 3],
+                learners_next: vec![3],
+                auto_leave: true,
+            },
+        });
     }
 }

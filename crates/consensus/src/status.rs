@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::SystemTime;
 
 use crate::histogram::Histogram;
+use crate::membership::Membership;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -46,6 +47,11 @@ pub struct Status {
     pub(crate) leaders: Mutex<VecDeque<LeaderSeen>>,
     /// How long each sync of the log took.
     pub(crate) log_syncs: Histogram,
+    /// The group's voters and learners as raft applies them.
+    pub(crate) membership: Mutex<Membership>,
+    /// A change of membership is proposed and not yet applied, or is
+    /// joint (half done): another must wait.
+    pub(crate) membership_changing: AtomicBool,
 }
 
 impl Status {
@@ -96,6 +102,21 @@ impl Status {
             term,
             at: SystemTime::now(),
         });
+    }
+
+    /// The group's voters and learners, as of the last change applied.
+    pub fn membership(&self) -> Membership {
+        self.membership.lock().expect("membership poisoned").clone()
+    }
+
+    pub(crate) fn set_membership(&self, membership: Membership) {
+        *self.membership.lock().expect("membership poisoned") = membership;
+    }
+
+    /// Whether a change of membership is under way (known to the leader
+    /// from its proposal, to others once it is applied and joint).
+    pub fn membership_changing(&self) -> bool {
+        self.membership_changing.load(Ordering::Relaxed)
     }
 
     /// How long the log's syncs (one fdatasync per batch) have taken.

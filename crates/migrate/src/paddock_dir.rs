@@ -70,8 +70,7 @@ pub fn write(
         index,
         // Any term serves: raft's own start after it with the next one.
         term: (index >> 32).max(1),
-        voters,
-        learners,
+        membership: consensus::Membership::new(voters, learners),
     };
     snapshots.save(&meta, SNAPSHOTS_RETAINED, |out| tree.write_snapshot(out))?;
     Ok(snapshot_dir)
@@ -112,7 +111,7 @@ pub fn read(data_dir: &Path, data_log_dir: &Path) -> Result<PaddockState, Migrat
     Ok(PaddockState {
         tree,
         zxid: zxid as i64,
-        voters: meta.voters,
+        voters: meta.membership.voters,
         past_recorded_commit,
     })
 }

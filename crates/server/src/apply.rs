@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use consensus::{Applying, CommittedEntry, SnapshotMeta, Snapshots};
+use consensus::{Applying, CommittedEntry, Membership, SnapshotMeta, Snapshots};
 use tokio::sync::mpsc;
 use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
@@ -44,7 +44,9 @@ pub struct ApplyLoop {
     pub shared: Arc<Shared>,
     pub snapshots: Arc<Snapshots>,
     pub snapshot_in_progress: Arc<AtomicBool>,
-    pub voters: Vec<u64>,
+    /// The group's voters and learners as of the last entry applied, for
+    /// the snapshots taken here.
+    pub membership: Membership,
     pub snapshot_schedule: SnapshotSchedule,
 }
 
@@ -101,6 +103,7 @@ impl ApplyLoop {
                 .track(id, crate::session::session_timeout(info.timeout_ms), now);
         }
         self.snapshot_schedule.restart(TreeSize::of(&tree));
+        self.membership = found.membership.clone();
         let nodes = tree.node_count();
         let replaced = {
             let mut published = self.shared.published();
@@ -125,6 +128,9 @@ impl ApplyLoop {
         let mut last = None;
         for entry in batch {
             last = Some((entry.index, entry.term));
+            if let Some(membership) = entry.membership {
+                self.membership = membership;
+            }
             if entry.data.is_empty() {
                 // Raft's own entry (a new leader's no-op): no txn, no zxid.
                 self.shared.published().applied_index = entry.index;
@@ -274,8 +280,7 @@ impl ApplyLoop {
         let meta = SnapshotMeta {
             index,
             term,
-            voters: self.voters.clone(),
-            learners: Vec::new(),
+            membership: self.membership.clone(),
         };
         let snapshots = self.snapshots.clone();
         let retain = self.shared.config.snapshots_retained();

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consensus::{Consensus, HandOff, PeerNetwork, Role, Snapshots};
+use consensus::{Consensus, HandOff, Membership, PeerNetwork, Role, Snapshots};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -129,13 +129,20 @@ pub async fn run(
     }
     let ensemble = Ensemble::from_config(&config)?;
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
-    let (mut tree, snapshot_meta) = load_snapshot(&snapshots)?;
+    let (mut tree, mut snapshot_meta) = load_snapshot(&snapshots)?;
     crate::membership::install(&mut tree, &config);
 
     let server_id = ensemble.as_ref().map_or(1, |e| e.my_id);
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
+    // zoo.cfg says who is in the group (no reconfig is served yet). It
+    // also mends snapshots written before their header kept the learners:
+    // a group restarted from one would no longer replicate to observers.
+    let membership = Membership::new(voters.clone(), learners.clone());
+    if let Some(meta) = snapshot_meta.as_mut() {
+        meta.membership = membership.clone();
+    }
     let network = ensemble
         .as_ref()
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
@@ -201,7 +208,7 @@ pub async fn run(
         shared: shared.clone(),
         snapshots,
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
-        voters,
+        membership,
         snapshot_schedule,
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
