@@ -132,12 +132,13 @@ fn plan(quick: bool) -> Vec<Planned> {
         loaders: 4,
         step_megabytes: q(8, 128),
     });
-    let failover = Job::Failover(failover::FailoverArgs {
+    let failover_args = failover::FailoverArgs {
         kills: q(2, 5),
         settle: q(1, 3) as f64,
         leader_pid: None,
         stop: failover::Stop::Kill,
-    });
+    };
+    let failover = Job::Failover(failover_args.clone());
     let children = Job::Children(children::ChildrenArgs {
         children: q(20_000, 1_000_000),
         sessions: 16,
@@ -210,13 +211,23 @@ fn plan(quick: bool) -> Vec<Planned> {
         planned(3, latency),
         planned(3, barrier),
         planned(3, watch),
-        planned(3, failover),
+        planned(3, failover.clone()),
         planned(3, rolling_restart.clone()),
         planned(3, rebalance),
     ]);
     if !quick {
         runs.push(planned(3, session_storm));
         runs.push(planned(5, rolling_restart));
+        runs.push(planned(5, failover));
+        // ZooKeeper hands no leadership over on a graceful stop: its gap
+        // is an election's.
+        runs.push(planned(
+            3,
+            Job::Failover(failover::FailoverArgs {
+                stop: failover::Stop::Term,
+                ..failover_args
+            }),
+        ));
     }
     runs
 }
@@ -226,7 +237,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, rolling-restart, rebalance, rate");
+            bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, failover-sigterm, rolling-restart, rebalance, rate, session-storm");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

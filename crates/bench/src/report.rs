@@ -352,6 +352,36 @@ impl Results<'_> {
             goal: "under 0.3 s",
             met: paddock.map(|p| p < 0.3),
         });
+        let gap = |servers, workload, system, metric| {
+            self.metric(servers, workload, system, "all kills", metric)
+        };
+        for (metric, what, bound, goal) in [
+            ("median_gap_s", "median", 0.3, "under 0.3 s"),
+            ("max_gap_s", "worst", 0.6, "under 0.6 s"),
+        ] {
+            let paddock = gap(5, "failover", System::Paddock, metric);
+            lines.push(Line {
+                what: format!("failover gap, {what} of kills (5-server ensemble)"),
+                unit: "s",
+                zk: gap(5, "failover", System::Zookeeper, metric),
+                paddock,
+                higher_better: false,
+                goal,
+                met: paddock.map(|p| p < bound),
+            });
+        }
+        let paddock = gap(3, "failover-sigterm", System::Paddock, "median_gap_s");
+        lines.push(Line {
+            what:
+                "write gap when the leader stops gracefully (SIGTERM), median (3-server ensemble)"
+                    .into(),
+            unit: "s",
+            zk: gap(3, "failover-sigterm", System::Zookeeper, "median_gap_s"),
+            paddock,
+            higher_better: false,
+            goal: "under 0.05 s (leadership handed over)",
+            met: paddock.map(|p| p < 0.05),
+        });
         let restarts =
             |system, metric| self.metric(3, "rolling-restart", system, "all restarts", metric);
         let paddock = restarts(System::Paddock, "max_gap_s");

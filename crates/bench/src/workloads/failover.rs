@@ -34,6 +34,17 @@ pub struct FailoverArgs {
     pub stop: Stop,
 }
 
+impl FailoverArgs {
+    /// The workload's name: a graceful stop is reported apart from a
+    /// crash.
+    pub fn name(&self) -> &'static str {
+        match self.stop {
+            Stop::Kill => "failover",
+            Stop::Term => "failover-sigterm",
+        }
+    }
+}
+
 /// How the leader is stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Stop {

@@ -46,7 +46,7 @@ impl Job {
             Job::Watch(_) => "watch",
             Job::TreeSize(_) => "treesize",
             Job::StateSize(_) => "statesize",
-            Job::Failover(_) => "failover",
+            Job::Failover(a) => a.name(),
             Job::Children(_) => "children",
             Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
@@ -60,6 +60,7 @@ impl Job {
     pub fn subcommand(&self) -> &'static str {
         match self {
             Job::Crud(_) => "crud",
+            Job::Failover(_) => "failover",
             job => job.name(),
         }
     }
