@@ -6,6 +6,14 @@ use tree::Children;
 
 use crate::shared::WatchEvent;
 
+/// Room a reply starts with: its length, header, a stat and 160 bytes of
+/// data, so the usual reply is encoded without growing its buffer (which
+/// from empty reallocates at each doubling).
+const REPLY_BYTES_TYPICAL: usize = 256;
+
+/// A frame's length and a reply header.
+const HEADER_FRAME_BYTES: usize = 4 + 16;
+
 /// A frame with `body` after the header.
 pub fn with_body(xid: i32, zxid: i64, body: &impl Record) -> Bytes {
     error_with_body(xid, zxid, ErrorCode::Ok, body)
@@ -14,7 +22,7 @@ pub fn with_body(xid: i32, zxid: i64, body: &impl Record) -> Bytes {
 /// A frame with an error code and still a body: ZooKeeper's answer to a
 /// failed SASL exchange carries a null token.
 pub fn error_with_body(xid: i32, zxid: i64, err: ErrorCode, body: &impl Record) -> Bytes {
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(REPLY_BYTES_TYPICAL);
     let header = ReplyHeader {
         xid,
         zxid,
@@ -50,7 +58,7 @@ pub fn children(xid: i32, zxid: i64, names: &Children, stat: Option<&Stat>) -> B
 
 /// A frame that is only a header: an error, or a reply without a body.
 pub fn header_only(xid: i32, zxid: i64, err: ErrorCode) -> Bytes {
-    let mut buf = BytesMut::new();
+    let mut buf = BytesMut::with_capacity(HEADER_FRAME_BYTES);
     let header = ReplyHeader {
         xid,
         zxid,
