@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read};
+use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -129,6 +130,15 @@ impl PeerNetwork {
         self.transport
             .get()
             .is_some_and(|transport| transport.send_app(to, payload))
+    }
+
+    /// Makes `peers` (every other server of the group, by id, at its peer
+    /// port) the servers this one talks to, when the membership changes:
+    /// links to new servers start, those to servers gone end.
+    pub fn set_peers(&self, peers: &HashMap<u64, SocketAddr>) {
+        if let Some(transport) = self.transport.get() {
+            transport.set_peers(peers);
+        }
     }
 
     /// Peers with a live outbound connection now, in id order.

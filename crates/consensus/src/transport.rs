@@ -240,18 +240,37 @@ struct Inner {
     id: u64,
     local_addr: SocketAddr,
     frame_bytes_max: usize,
-    /// A BTreeMap so that `connected_peers` lists in id order.
-    peers: BTreeMap<u64, PeerQueue>,
+    queue_frames_max: usize,
+    dial_tls: Option<Arc<tls::rustls::ClientConfig>>,
+    /// A BTreeMap so that `connected_peers` lists in id order. Changed only
+    /// when the group's membership does; a std mutex held for a lookup.
+    peers: Mutex<BTreeMap<u64, PeerQueue>>,
+    /// The peers whose connections are accepted, shared with the acceptor.
+    known: Arc<Mutex<HashSet<u64>>>,
+    /// The acceptor's live inbound connections, closed when their peer
+    /// leaves.
+    live: LiveInbound,
+    /// Handed to each new link task; taken at shutdown, so that the tasks
+    /// alone keep `tasks_alive` open.
+    alive: Mutex<Option<mpsc::Sender<()>>>,
     token: CancellationToken,
     /// Yields `None` once every task has dropped its sender: how
     /// `shutdown` waits for them all (nothing is ever sent on it).
     tasks_alive: tokio::sync::Mutex<mpsc::Receiver<()>>,
 }
 
+/// Each peer's live inbound connection: its generation and the token that
+/// closes it.
+type LiveInbound = Arc<Mutex<HashMap<u64, (u64, CancellationToken)>>>;
+
 struct PeerQueue {
     queue: mpsc::Sender<Outbound>,
     /// Whether the writer has a connection past the hello right now.
     connected: Arc<AtomicBool>,
+    /// Ends the peer's link task, when the peer leaves the group.
+    link: CancellationToken,
+    /// Where the link dials the peer.
+    addr: SocketAddr,
 }
 
 // The handle is used from the consensus thread and from tokio tasks.
@@ -307,25 +326,11 @@ impl Transport {
         let local_addr = listener.local_addr()?;
         let token = CancellationToken::new();
         let (alive, tasks_alive) = mpsc::channel(1);
-        let mut peers = BTreeMap::new();
-        for (&peer, &addr) in &config.peers {
-            let (queue, outbound) = mpsc::channel(config.queue_frames_max);
-            let connected = Arc::new(AtomicBool::new(false));
-            let link = Link {
-                id: config.id,
-                peer,
-                addr,
-                dial_tls: config.tls.as_ref().and_then(|tls| tls.dial.clone()),
-                connected: connected.clone(),
-                token: token.clone(),
-                _alive: alive.clone(),
-            };
-            tokio::spawn(link.run(outbound));
-            peers.insert(peer, PeerQueue { queue, connected });
-        }
+        let known = Arc::new(Mutex::new(HashSet::new()));
+        let live = LiveInbound::default();
         let acceptor = Arc::new(Acceptor {
             id: config.id,
-            peers: config.peers.keys().copied().collect(),
+            peers: known.clone(),
             frame_bytes_max: config.frame_bytes_max,
             deliver: Box::new(deliver),
             tls: config.tls.as_ref().map(|tls| {
@@ -335,22 +340,85 @@ impl Transport {
                 )
             }),
             token: token.clone(),
-            live: Mutex::new(HashMap::new()),
+            live: live.clone(),
             generation: AtomicU64::new(0),
-            _alive: alive,
+            _alive: alive.clone(),
         });
         tokio::spawn(acceptor.accept(listener));
         tracing::info!(id = config.id, %local_addr, "peer transport listening on {local_addr}");
-        Ok(Transport {
+        let transport = Transport {
             inner: Arc::new(Inner {
                 id: config.id,
                 local_addr,
                 frame_bytes_max: config.frame_bytes_max,
-                peers,
+                queue_frames_max: config.queue_frames_max,
+                dial_tls: config.tls.as_ref().and_then(|tls| tls.dial.clone()),
+                peers: Mutex::new(BTreeMap::new()),
+                known,
+                live,
+                alive: Mutex::new(Some(alive)),
                 token,
                 tasks_alive: tokio::sync::Mutex::new(tasks_alive),
             }),
-        })
+        };
+        transport.set_peers(&config.peers);
+        Ok(transport)
+    }
+
+    /// Makes `peers` (every other server, by id, at its peer port) the
+    /// servers this one talks to: links to new ones start, links to those
+    /// gone end, and a peer whose address changed is dialled there. For a
+    /// change of the group's membership.
+    pub fn set_peers(&self, peers: &HashMap<u64, SocketAddr>) {
+        let inner = &self.inner;
+        let Some(alive) = inner.alive.lock().expect("transport poisoned").clone() else {
+            return;
+        };
+        let mut current = inner.peers.lock().expect("transport poisoned");
+        current.retain(|id, peer| {
+            let kept = peers.get(id).is_some_and(|addr| *addr == peer.addr);
+            if !kept {
+                peer.link.cancel();
+            }
+            kept
+        });
+        for (&peer, &addr) in peers {
+            if peer == inner.id || current.contains_key(&peer) {
+                continue;
+            }
+            let (queue, outbound) = mpsc::channel(inner.queue_frames_max);
+            let connected = Arc::new(AtomicBool::new(false));
+            let token = inner.token.child_token();
+            let link = Link {
+                id: inner.id,
+                peer,
+                addr,
+                dial_tls: inner.dial_tls.clone(),
+                connected: connected.clone(),
+                token: token.clone(),
+                _alive: alive.clone(),
+            };
+            tokio::spawn(link.run(outbound));
+            current.insert(
+                peer,
+                PeerQueue {
+                    queue,
+                    connected,
+                    link: token,
+                    addr,
+                },
+            );
+        }
+        *inner.known.lock().expect("transport poisoned") = current.keys().copied().collect();
+        drop(current);
+        let mut live = inner.live.lock().unwrap_or_else(PoisonError::into_inner);
+        live.retain(|peer, (_, connection)| {
+            let stays = peers.contains_key(peer);
+            if !stays {
+                connection.cancel();
+            }
+            stays
+        });
     }
 
     /// Queues raft messages by `msg.to`. Never blocks. Returns, once each
@@ -428,7 +496,8 @@ impl Transport {
     }
 
     fn queue(&self, to: u64, item: Outbound) -> bool {
-        let Some(peer) = self.inner.peers.get(&to) else {
+        let peers = self.inner.peers.lock().expect("transport poisoned");
+        let Some(peer) = peers.get(&to) else {
             return false;
         };
         // Without a connection the message would only go stale in the
@@ -442,6 +511,8 @@ impl Transport {
     pub fn queued_frames(&self, to: u64) -> usize {
         self.inner
             .peers
+            .lock()
+            .expect("transport poisoned")
             .get(&to)
             .map_or(0, |peer| peer.queue.max_capacity() - peer.queue.capacity())
     }
@@ -453,14 +524,17 @@ impl Transport {
     }
 
     /// Every peer, in id order.
-    pub fn peers(&self) -> impl Iterator<Item = u64> + '_ {
-        self.inner.peers.keys().copied()
+    pub fn peers(&self) -> Vec<u64> {
+        let peers = self.inner.peers.lock().expect("transport poisoned");
+        peers.keys().copied().collect()
     }
 
     /// Peers with a live outbound connection now, in id order.
     pub fn connected_peers(&self) -> Vec<u64> {
         self.inner
             .peers
+            .lock()
+            .expect("transport poisoned")
             .iter()
             .filter(|(_, peer)| peer.connected.load(Ordering::Relaxed))
             .map(|(&id, _)| id)
@@ -472,6 +546,7 @@ impl Transport {
     /// dropped; every clone of this handle stops sending.
     pub async fn shutdown(&self) {
         self.inner.token.cancel();
+        self.inner.alive.lock().expect("transport poisoned").take();
         // A tokio mutex because it is held across the `recv` below, which
         // waits for the tasks; concurrent callers wait together.
         let mut tasks_alive = self.inner.tasks_alive.lock().await;
@@ -914,22 +989,30 @@ impl Link {
 /// The inbound side, shared by the accept task and every connection task.
 struct Acceptor {
     id: u64,
-    peers: HashSet<u64>,
+    /// The peers whose connections are accepted: the transport's.
+    peers: Arc<Mutex<HashSet<u64>>>,
     frame_bytes_max: usize,
     deliver: Box<dyn Fn(Inbound) + Send + Sync>,
     /// TLS to accept with, and whether plain text is accepted too.
     tls: Option<(tokio_rustls::TlsAcceptor, bool)>,
     token: CancellationToken,
     /// Each peer's live inbound connection (its generation and token), so
-    /// that a newer one closes it. A std mutex: held for one insert or
-    /// remove, never across an await.
-    live: Mutex<HashMap<u64, (u64, CancellationToken)>>,
+    /// that a newer one closes it, and so does the peer's leaving. A std
+    /// mutex: held for one insert or remove, never across an await.
+    live: LiveInbound,
     generation: AtomicU64,
     /// Dropped with the last task holding this; see `Inner::tasks_alive`.
     _alive: mpsc::Sender<()>,
 }
 
 impl Acceptor {
+    fn knows(&self, peer: u64) -> bool {
+        self.peers
+            .lock()
+            .expect("transport poisoned")
+            .contains(&peer)
+    }
+
     async fn accept(self: Arc<Self>, listener: TcpListener) {
         let handshakes = Arc::new(Semaphore::new(HANDSHAKES_PENDING_MAX));
         loop {
@@ -1060,7 +1143,7 @@ impl Acceptor {
     /// Reads and checks the peer's hello, answers it; returns the peer's id.
     async fn handshake(&self, stream: &mut MaybeTls) -> Result<u64, PeerError> {
         let hello = Hello::read(stream).await?;
-        if !self.peers.contains(&hello.from) {
+        if !self.knows(hello.from) {
             return Err(PeerError::UnknownPeer(hello.from));
         }
         if hello.to != self.id {
@@ -1107,8 +1190,8 @@ impl Acceptor {
                 // buffer; sharing it instead would let one small entry kept
                 // in the raft log pin a whole read buffer.
                 let message = Message::parse_from_bytes(&body).map_err(PeerError::Undecodable)?;
-                let relayed = is_relayed(&message)
-                    && (self.peers.contains(&message.from) || message.from == self.id);
+                let relayed =
+                    is_relayed(&message) && (self.knows(message.from) || message.from == self.id);
                 if message.from != peer && !relayed {
                     return Err(PeerError::Spoofed {
                         claimed: message.from,
@@ -1252,6 +1335,57 @@ mod tests {
             }
         }
         servers
+    }
+
+    #[tokio::test]
+    async fn a_peer_joins_and_leaves_while_the_others_run() {
+        within(async {
+            let mut servers = cluster(2).await;
+            let listener = loopback().await;
+            let addr = listener.local_addr().unwrap();
+            let others: Vec<(u64, SocketAddr)> = servers
+                .iter()
+                .map(|(t, _)| (t.inner.id, t.inner.local_addr))
+                .collect();
+            let (third, mut third_rx) = started(listener, config(3, addr, &others));
+            let mut with_third: HashMap<u64, SocketAddr> = others.iter().copied().collect();
+            with_third.insert(3, addr);
+            for (transport, _) in &servers {
+                transport.set_peers(&with_third);
+                wait_connected(transport, 3).await;
+            }
+            wait_connected(&third, 1).await;
+            assert!(servers[0].0.send_app(3, Bytes::from_static(b"welcome")));
+            assert_eq!(summary(&next(&mut third_rx).await), (1, "welcome".into()));
+            assert!(third.send_app(1, Bytes::from_static(b"hello")));
+            assert_eq!(summary(&next(&mut servers[0].1).await), (3, "hello".into()));
+
+            // Server 1 forgets server 3: nothing goes there, and 3's
+            // connection to 1 is refused at the hello.
+            let without_third: HashMap<u64, SocketAddr> = with_third
+                .iter()
+                .filter(|(&id, _)| id != 3)
+                .map(|(&id, &a)| (id, a))
+                .collect();
+            servers[0].0.set_peers(&without_third);
+            assert_eq!(servers[0].0.peers(), [2]);
+            assert!(!servers[0].0.send_app(3, Bytes::from_static(b"gone")));
+            third.send_app(1, Bytes::from_static(b"still there?"));
+            assert!(
+                tokio::time::timeout(Duration::from_millis(300), servers[0].1.recv())
+                    .await
+                    .is_err(),
+                "server 1 took a payload from a peer it no longer knows"
+            );
+            // Server 2 still talks to both.
+            assert!(servers[1].0.send_app(1, Bytes::from_static(b"two")));
+            assert_eq!(summary(&next(&mut servers[0].1).await), (2, "two".into()));
+            third.shutdown().await;
+            for (transport, _) in &servers {
+                transport.shutdown().await;
+            }
+        })
+        .await;
     }
 
     async fn wait_connected(transport: &Transport, peer: u64) {
