@@ -230,6 +230,29 @@ impl Client {
         }
     }
 
+    /// Gives the session a new list of servers ("host:port,..."; a chroot
+    /// is ignored), as ZooKeeper's `updateServerList`: for instance after
+    /// the ensemble's membership changed (`get_config_watched`). The
+    /// session may then leave its server for one of the new list, with the
+    /// probability that evens out the load over it (so a grown ensemble
+    /// gets its share of clients without all of them moving); it keeps
+    /// its session and watches, and reports Disconnected then Connected.
+    /// Returns whether it leaves.
+    pub async fn update_server_list(&self, servers: &str) -> Result<bool, Error> {
+        let connect = ConnectString::parse(servers)?;
+        let (moved, answer) = oneshot::channel();
+        let command = Command::UpdateServerList {
+            hosts: connect.hosts,
+            moved,
+        };
+        if self.inner.tx.send(command).is_err() {
+            return Err(self.inner.shared.terminal_error(""));
+        }
+        answer
+            .await
+            .map_err(|_| self.inner.shared.terminal_error(""))
+    }
+
     // ----- nodes ----------------------------------------------------------
 
     /// Creates a node and returns its path (for sequential modes, with the

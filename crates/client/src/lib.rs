@@ -85,6 +85,7 @@ mod options;
 mod path;
 mod quota;
 mod reader;
+mod rebalance;
 pub mod recipes;
 mod sasl_auth;
 mod session;

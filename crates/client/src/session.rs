@@ -53,6 +53,7 @@ use tokio::time::{sleep, sleep_until, timeout, Instant};
 use crate::error::Error;
 use crate::options::{AuthData, ConnectOptions, ConnectString, SaslLogin};
 use crate::reader::{InFlight, Pending, PendingAuth, ReadEnd, Reader, Reply};
+use crate::rebalance::{self, Host};
 use crate::sasl_auth;
 use crate::state::{lock, SessionInfo, SessionState, Shared};
 use crate::transport::WriteHalf;
@@ -101,6 +102,12 @@ pub(crate) enum Command {
     Close {
         done: oneshot::Sender<()>,
     },
+    /// The servers to use from now on; `moved` says whether the session
+    /// leaves its server for one of them (`rebalance`).
+    UpdateServerList {
+        hosts: Vec<Host>,
+        moved: oneshot::Sender<bool>,
+    },
 }
 
 /// How the session ended.
@@ -124,6 +131,9 @@ pub(crate) enum Attempt {
 
 /// How serving one connection ended.
 enum Served {
+    /// The server list changed and the session leaves this server for
+    /// another, to even out the load.
+    Moved,
     Lost(ReadEnd),
     Close(Option<oneshot::Sender<()>>),
 }
@@ -139,6 +149,8 @@ pub(crate) struct Connection {
     /// As negotiated.
     timeout: Duration,
     server: String,
+    /// The server, as its connect string names it.
+    host: Host,
 }
 
 impl Connection {
@@ -344,6 +356,7 @@ impl SessionTask {
             in_flight,
             timeout: negotiated,
             server,
+            host: host.clone(),
         })
     }
 
@@ -454,6 +467,15 @@ impl SessionTask {
                     teardown(conn).await;
                     break Ending::Closed(done);
                 }
+                Served::Moved => {
+                    tracing::info!(server = %conn.server, "leaving the server to even out the load of the new server list");
+                    teardown(conn).await;
+                    self.shared.set_state(SessionState::Disconnected);
+                    match self.reconnect().await {
+                        Ok(next) => conn = next,
+                        Err(ending) => break ending,
+                    }
+                }
                 Served::Lost(end) => {
                     tracing::warn!(server = %conn.server, reason = %end, "connection lost");
                     teardown(conn).await;
@@ -497,13 +519,18 @@ impl SessionTask {
             let mut pending = Vec::new();
             let mut auths = Vec::new();
             let mut close = None;
+            let mut moving = false;
             match first {
                 None => close = Some(None),
                 Some(Command::Close { done }) => close = Some(Some(done)),
+                Some(Command::UpdateServerList { hosts, moved }) => {
+                    moving |= self.update_hosts(hosts, Some(&conn.host), moved);
+                }
                 Some(command) => self.encode(command, permit, &mut out, &mut pending, &mut auths),
             }
             // Take whatever else is already queued into the same write.
             while close.is_none()
+                && !moving
                 && out.len() < WRITE_BATCH_BYTES
                 && pending.len() + auths.len() < WRITE_BATCH_COMMANDS
             {
@@ -512,6 +539,9 @@ impl SessionTask {
                 };
                 match self.rx.try_recv() {
                     Ok(Command::Close { done }) => close = Some(Some(done)),
+                    Ok(Command::UpdateServerList { hosts, moved }) => {
+                        moving |= self.update_hosts(hosts, Some(&conn.host), moved);
+                    }
                     Ok(command) => {
                         self.encode(command, Some(permit), &mut out, &mut pending, &mut auths)
                     }
@@ -529,7 +559,40 @@ impl SessionTask {
             if let Some(done) = close {
                 return Served::Close(done);
             }
+            if moving {
+                return Served::Moved;
+            }
         }
+    }
+
+    /// Takes a new server list. Connected to `current`, the session may
+    /// leave it to even out the load (`rebalance::plan`); the servers it
+    /// should go to are then tried first. Returns, and tells `moved`,
+    /// whether it leaves.
+    fn update_hosts(
+        &mut self,
+        hosts: Vec<Host>,
+        current: Option<&Host>,
+        moved: oneshot::Sender<bool>,
+    ) -> bool {
+        let mut rng = rand::thread_rng();
+        let first =
+            current.and_then(|current| rebalance::plan(&self.hosts, &hosts, current, &mut rng));
+        let mut ordered = first.clone().unwrap_or_default();
+        ordered.shuffle(&mut rng);
+        let mut rest: Vec<Host> = hosts.into_iter().filter(|h| !ordered.contains(h)).collect();
+        rest.shuffle(&mut rng);
+        ordered.extend(rest);
+        self.servers = ordered
+            .iter()
+            .map(|(host, port)| format!("{host}:{port}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        self.hosts = ordered;
+        self.next_host = 0;
+        let moving = first.is_some();
+        let _ = moved.send(moving);
+        moving
     }
 
     /// Appends one command's frame and notes its in-flight entry.
@@ -568,7 +631,9 @@ impl SessionTask {
                     _permit: permit,
                 });
             }
-            Command::Close { .. } => unreachable!("close is handled by the caller"),
+            Command::Close { .. } | Command::UpdateServerList { .. } => {
+                unreachable!("handled by the caller")
+            }
         }
     }
 
@@ -628,10 +693,28 @@ impl SessionTask {
                     // Cancel-safe: a sleep holds nothing.
                     () = sleep_until(until) => break,
                     // Cancel-safe: `recv` is.
-                    command = self.rx.recv() => fail_command(command)?,
+                    command = self.rx.recv() => self.answer_disconnected(command)?,
                 }
             }
             backoff = (backoff * 2).min(BACKOFF_MAX);
+        }
+    }
+
+    /// Answers a command while there is no connection: a request fails
+    /// with `ConnectionLoss`, a new server list is taken (with no server
+    /// to leave).
+    fn answer_disconnected(&mut self, command: Option<Command>) -> Result<(), Ending> {
+        match command {
+            None => Err(Ending::Closed(None)),
+            Some(Command::Close { done }) => Err(Ending::Closed(Some(done))),
+            Some(Command::Request { reply, .. } | Command::Auth { reply, .. }) => {
+                let _ = reply.send(Reply::connection_loss());
+                Ok(())
+            }
+            Some(Command::UpdateServerList { hosts, moved }) => {
+                self.update_hosts(hosts, None, moved);
+                Ok(())
+            }
         }
     }
 
@@ -639,7 +722,7 @@ impl SessionTask {
     fn fail_queued(&mut self) -> Result<(), Ending> {
         loop {
             match self.rx.try_recv() {
-                Ok(command) => fail_command(Some(command))?,
+                Ok(command) => self.answer_disconnected(Some(command))?,
                 Err(mpsc::error::TryRecvError::Empty) => return Ok(()),
                 Err(mpsc::error::TryRecvError::Disconnected) => return Err(Ending::Closed(None)),
             }
@@ -677,18 +760,6 @@ async fn next_command(
     // The semaphore is never closed, so this always yields a permit.
     let permit = permits.clone().acquire_owned().await.ok();
     (rx.recv().await, permit)
-}
-
-/// Answers a command while there is no connection.
-fn fail_command(command: Option<Command>) -> Result<(), Ending> {
-    match command {
-        None => Err(Ending::Closed(None)),
-        Some(Command::Close { done }) => Err(Ending::Closed(Some(done))),
-        Some(Command::Request { reply, .. } | Command::Auth { reply, .. }) => {
-            let _ = reply.send(Reply::connection_loss());
-            Ok(())
-        }
-    }
 }
 
 /// Stops a connection's reader, closes its socket and fails what it had

@@ -68,7 +68,7 @@ fn zookeeper_missing() -> Option<String> {
     }
 }
 
-fn paddock_bin() -> PathBuf {
+pub fn paddock_bin() -> PathBuf {
     match std::env::var_os("PADDOCK_BIN") {
         Some(path) => PathBuf::from(path),
         None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/debug/paddock"),

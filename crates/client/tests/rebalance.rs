@@ -1,0 +1,109 @@
+//! A session given a new server list moves as ZooKeeper's host provider
+//! moves it: sessions spread over a grown ensemble, each keeping its
+//! session and ephemerals, on a real 3-server ensemble of each kind.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use client::{Client, ConnectOptions, CreateMode, SessionState};
+use common::{bounded, four_letter_word, kinds, Kind};
+use launch::{Cluster, Flavor, Spec};
+
+const SESSIONS: usize = 30;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_on_one_server_spread_over_a_grown_server_list() {
+    for kind in kinds() {
+        eprintln!("--- on {kind:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let flavor = match kind {
+            Kind::Paddock => Flavor::Paddock {
+                binary: common::paddock_bin(),
+            },
+            Kind::ZooKeeper => Flavor::ZooKeeper { heap_mb: 256 },
+        };
+        let cluster =
+            tokio::task::block_in_place(|| Cluster::start(Spec::new(flavor, 3, dir.path())))
+                .expect("the ensemble starts");
+        bounded(Duration::from_secs(120), spread(&cluster)).await;
+    }
+}
+
+async fn spread(cluster: &Cluster) {
+    let addresses: Vec<String> = cluster
+        .servers()
+        .iter()
+        .map(|s| s.client_address())
+        .collect();
+    let ports: Vec<u16> = cluster.servers().iter().map(|s| s.client_port()).collect();
+    let mut clients = Vec::new();
+    for i in 0..SESSIONS {
+        let options = ConnectOptions::new().session_timeout(Duration::from_secs(20));
+        let client = Client::connect(&addresses[0], options).await.unwrap();
+        client
+            .create(&format!("/owned-{i}"), b"", CreateMode::Ephemeral)
+            .await
+            .unwrap();
+        clients.push(client);
+    }
+    let before = sessions_per_server(&ports, &clients);
+    assert_eq!(before.get(&ports[0]), Some(&SESSIONS), "{before:?}");
+
+    let all = addresses.join(",");
+    let mut moved = 0;
+    for client in &clients {
+        moved += usize::from(client.update_server_list(&all).await.unwrap());
+    }
+    for client in &clients {
+        while client.state() != SessionState::Connected {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let after = sessions_per_server(&ports, &clients);
+    eprintln!("sessions per server: before {before:?}, after {after:?} ({moved} moved)");
+    // Each session leaves with probability 2/3: this fails about once in
+    // a hundred thousand runs.
+    for port in &ports {
+        let held = after.get(port).copied().unwrap_or(0);
+        assert!(
+            held >= 3,
+            "server :{port} holds {held} of {SESSIONS}: {after:?}"
+        );
+    }
+    assert_eq!(after.values().sum::<usize>(), SESSIONS, "{after:?}");
+    for (i, client) in clients.iter().enumerate() {
+        let stat = client
+            .exists(&format!("/owned-{i}"))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            stat.ephemeral_owner,
+            client.session_id(),
+            "session {i} was kept"
+        );
+    }
+    for client in clients {
+        client.close().await;
+    }
+}
+
+/// Which of `clients`' sessions each server serves, from its `cons`.
+fn sessions_per_server(ports: &[u16], clients: &[Client]) -> BTreeMap<u16, usize> {
+    let ours: Vec<String> = clients
+        .iter()
+        .map(|c| format!("sid={:#x}", c.session_id()))
+        .collect();
+    let mut held = BTreeMap::new();
+    for &port in ports {
+        let cons = four_letter_word(port, "cons").unwrap();
+        let count = cons
+            .lines()
+            .filter(|line| ours.iter().any(|sid| line.contains(&format!("{sid},"))))
+            .count();
+        held.insert(port, count);
+    }
+    held
+}
