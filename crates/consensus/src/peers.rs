@@ -141,6 +141,13 @@ impl PeerNetwork {
         }
     }
 
+    /// Adds `peers` to the servers this one talks to, keeping the others.
+    pub fn add_peers(&self, peers: &HashMap<u64, SocketAddr>) {
+        if let Some(transport) = self.transport.get() {
+            transport.add_peers(peers);
+        }
+    }
+
     /// Peers with a live outbound connection now, in id order.
     pub fn connected_peers(&self) -> Vec<u64> {
         self.transport

@@ -365,6 +365,21 @@ impl Transport {
         Ok(transport)
     }
 
+    /// Adds `peers` to the servers this one talks to (or moves them to
+    /// these addresses), keeping the others.
+    pub fn add_peers(&self, peers: &HashMap<u64, SocketAddr>) {
+        let mut all: HashMap<u64, SocketAddr> = self
+            .inner
+            .peers
+            .lock()
+            .expect("transport poisoned")
+            .iter()
+            .map(|(&id, peer)| (id, peer.addr))
+            .collect();
+        all.extend(peers);
+        self.set_peers(&all);
+    }
+
     /// Makes `peers` (every other server, by id, at its peer port) the
     /// servers this one talks to: links to new ones start, links to those
     /// gone end, and a peer whose address changed is dialled there. For a

@@ -66,6 +66,10 @@ pub fn write(
     ensure_empty(&snapshot_dir)?;
     ensure_empty(&log_dir)?;
     let snapshots = Snapshots::open(&snapshot_dir)?;
+    // ZooKeeper's membership is not Paddock's: each Paddock server writes
+    // its own when it starts, unless the node holds a Paddock reconfig's.
+    let mut tree = tree.clone();
+    tree.forget_config();
     let meta = SnapshotMeta {
         index,
         // Any term serves: raft's own start after it with the next one.

@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use consensus::{Applying, CommittedEntry, Membership, SnapshotMeta, Snapshots};
 use tokio::sync::mpsc;
@@ -37,6 +37,10 @@ use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 /// the published lock (on an O(1) clone, swapped in), so that readers never
 /// wait for a long one.
 const ZNODES_TOUCHED_IN_PLACE_MAX: usize = 64;
+
+/// How long servers a reconfig removed stay reachable: a removed leader
+/// hands over and answers within an election timeout or two.
+const DEPARTED_PEERS_GRACE: Duration = Duration::from_secs(5);
 
 /// Applies committed entries to `shared.published.tree`, the one tree of
 /// the server, which only this loop changes.
@@ -143,6 +147,9 @@ impl ApplyLoop {
             })?;
             let zxid = entry.index as i64;
             let (outcome, quota_breaches) = self.apply_txn(entry.index, &txn);
+            if let TxnOp::Reconfig { members } = &txn.op {
+                self.reach_members(members);
+            }
             self.track_session(&txn, &outcome, &mut closed_sessions);
             if let Some(waiter) = entry.waiter {
                 self.shared.quota_report.report(&quota_breaches);
@@ -166,6 +173,31 @@ impl ApplyLoop {
             self.start_snapshot(last_index, last_term);
         }
         Ok(())
+    }
+
+    /// After a reconfig: the peer transport talks to the new members at
+    /// once, and stops talking to those that left a while later, so that
+    /// a leader that removed itself can still hand over and answer.
+    fn reach_members(&self, members: &str) {
+        let Some((_, network)) = &self.shared.peers else {
+            return;
+        };
+        match crate::membership::parse_config_text(members) {
+            Ok((servers, _)) => network.add_peers(&crate::ensemble::peer_addresses(
+                self.shared.server_id,
+                &servers,
+            )),
+            Err(reason) => tracing::error!("a committed reconfig cannot be read: {reason}"),
+        }
+        let shared = self.shared.clone();
+        let network = network.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(DEPARTED_PEERS_GRACE).await;
+            let servers = crate::membership::reconfigured(&shared.published().tree);
+            if let Some(servers) = servers {
+                network.set_peers(&crate::ensemble::peer_addresses(shared.server_id, &servers));
+            }
+        });
     }
 
     /// Applies the txn at log index `index` to the published tree and, in

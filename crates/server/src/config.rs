@@ -61,6 +61,9 @@ pub struct ServerConfig {
     /// `readonlymode.enabled`: a server of an ensemble without a leader
     /// serves read-only clients.
     pub read_only_mode: bool,
+    /// `reconfigEnabled`: whether the reconfig request may change the
+    /// ensemble's membership (off by default since ZooKeeper 3.5.3).
+    pub reconfig_enabled: bool,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
@@ -266,6 +269,7 @@ impl Default for ServerConfig {
             enforce_quota: false,
             audit_enabled: false,
             read_only_mode: false,
+            reconfig_enabled: false,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
             super_digest: None,
@@ -387,6 +391,7 @@ impl ServerConfig {
                 "enforceQuota" => config.enforce_quota = boolean(raw_key, value)?,
                 "audit.enable" => config.audit_enabled = boolean(raw_key, value)?,
                 "readonlymode.enabled" => config.read_only_mode = boolean(raw_key, value)?,
+                "reconfigEnabled" => config.reconfig_enabled = boolean(raw_key, value)?,
                 "audit.impl.class" => audit_logger(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
@@ -686,6 +691,7 @@ mod tests {
         .unwrap();
         assert!(c.enforce_quota && c.audit_enabled);
         assert!(config("readonlymode.enabled=true").unwrap().read_only_mode);
+        assert!(config("reconfigEnabled=true").unwrap().reconfig_enabled);
         assert!(config("audit.impl.class=com.example.Mine\n").is_err());
         assert_eq!(c.client_port, 2999);
         assert_eq!(c.data_log_dir, PathBuf::from("/tmp/x"));

@@ -658,11 +658,9 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
             audit,
         } => {
             let when = conn.order.write_arrived();
-            let proposal = match proposal {
-                Proposal::Pending(txn) if when == Propose::Now => {
-                    Proposal::Made(conn.shared.propose(&txn))
-                }
-                proposal => proposal,
+            let proposal = match when {
+                Propose::Now => Proposal::Made(proposal.make(&conn.shared)),
+                _ => proposal,
             };
             Step::Write {
                 xid,
@@ -930,10 +928,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                         None
                     }
                     Step::Write { xid, op, shape, proposal, received, audit } => {
-                        let committed = match proposal {
-                            Proposal::Pending(txn) => shared.propose(&txn),
-                            Proposal::Made(committed) => committed,
-                        };
+                        let committed = proposal.make(&conn.shared);
                         let write = PendingWrite { xid, op, shape: &shape, received, audit: audit.as_ref() };
                         let answer = await_write(&conn, write, committed).await;
                         order.write_finished();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use consensus::{PeerNetwork, TransportConfig};
 
-use crate::config::{ConfigError, ServerConfig};
+use crate::config::{ConfigError, ServerConfig, ServerSpec};
 
 /// The ensemble as this server sees it.
 #[derive(Debug, Clone)]
@@ -35,15 +35,11 @@ impl Ensemble {
         let mut peers = HashMap::new();
         let mut listen = None;
         for server in &config.servers {
-            let addr = (server.host.as_str(), server.peer_port)
-                .to_socket_addrs()
-                .ok()
-                .and_then(|mut addrs| addrs.next())
-                .ok_or_else(|| ConfigError::Invalid {
-                    key: format!("server.{}", server.id),
-                    value: server.host.clone(),
-                    reason: "the host name does not resolve".into(),
-                })?;
+            let addr = peer_address(server).ok_or_else(|| ConfigError::Invalid {
+                key: format!("server.{}", server.id),
+                value: server.host.clone(),
+                reason: "the host name does not resolve".into(),
+            })?;
             if server.id == my_id {
                 listen = Some(addr);
             } else {
@@ -69,6 +65,35 @@ impl Ensemble {
     }
 }
 
+/// Where `server` listens for its peers; `None` if its host does not
+/// resolve.
+fn peer_address(server: &ServerSpec) -> Option<SocketAddr> {
+    (server.host.as_str(), server.peer_port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addrs| addrs.next())
+}
+
+/// The peer addresses of `servers` other than `my_id`, for a membership a
+/// reconfig changed; a host that does not resolve is left out, and said.
+pub fn peer_addresses(my_id: u64, servers: &[ServerSpec]) -> HashMap<u64, SocketAddr> {
+    let mut peers = HashMap::new();
+    for server in servers.iter().filter(|s| s.id != my_id) {
+        match peer_address(server) {
+            Some(addr) => {
+                peers.insert(server.id, addr);
+            }
+            None => tracing::warn!(
+                server = server.id,
+                host = %server.host,
+                "server.{} of the new configuration cannot be reached: its host name does not resolve",
+                server.id
+            ),
+        }
+    }
+    peers
+}
+
 /// A note from one server to another, outside the log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PeerNote {
@@ -76,10 +101,17 @@ pub enum PeerNote {
     SessionsHeard(Vec<i64>),
     /// A client resumed this session on the sending server.
     SessionMoved(i64),
+    /// A reconfig request for the leader to decide (`reconfig::Ask`).
+    ReconfigAsk { ask: u64, body: Bytes },
+    /// The leader's answer: the change's zxid, or the error code that
+    /// refused it.
+    ReconfigAnswer { ask: u64, zxid: i64, err: i32 },
 }
 
 const NOTE_SESSIONS_HEARD: u8 = 1;
 const NOTE_SESSION_MOVED: u8 = 2;
+const NOTE_RECONFIG_ASK: u8 = 3;
+const NOTE_RECONFIG_ANSWER: u8 = 4;
 
 impl PeerNote {
     pub fn encode(&self) -> Bytes {
@@ -95,6 +127,17 @@ impl PeerNote {
             PeerNote::SessionMoved(id) => {
                 buf.put_u8(NOTE_SESSION_MOVED);
                 buf.put_i64(*id);
+            }
+            PeerNote::ReconfigAsk { ask, body } => {
+                buf.put_u8(NOTE_RECONFIG_ASK);
+                buf.put_u64(*ask);
+                buf.put_slice(body);
+            }
+            PeerNote::ReconfigAnswer { ask, zxid, err } => {
+                buf.put_u8(NOTE_RECONFIG_ANSWER);
+                buf.put_u64(*ask);
+                buf.put_i64(*zxid);
+                buf.put_i32(*err);
             }
         }
         buf.freeze()
@@ -122,6 +165,15 @@ impl PeerNote {
             NOTE_SESSION_MOVED if bytes.remaining() == 8 => {
                 Some(PeerNote::SessionMoved(bytes.get_i64()))
             }
+            NOTE_RECONFIG_ASK if bytes.remaining() >= 8 => Some(PeerNote::ReconfigAsk {
+                ask: bytes.get_u64(),
+                body: bytes,
+            }),
+            NOTE_RECONFIG_ANSWER if bytes.remaining() == 20 => Some(PeerNote::ReconfigAnswer {
+                ask: bytes.get_u64(),
+                zxid: bytes.get_i64(),
+                err: bytes.get_i32(),
+            }),
             _ => None,
         }
     }
@@ -145,6 +197,15 @@ mod tests {
             PeerNote::SessionsHeard(vec![1, -2, i64::MAX]),
             PeerNote::SessionsHeard(vec![]),
             PeerNote::SessionMoved(42),
+            PeerNote::ReconfigAsk {
+                ask: 7,
+                body: Bytes::from_static(b"request"),
+            },
+            PeerNote::ReconfigAnswer {
+                ask: 7,
+                zxid: 0x1_0000_0004,
+                err: -13,
+            },
         ] {
             assert_eq!(PeerNote::decode(note.encode()), Some(note));
         }

@@ -42,6 +42,7 @@ mod open_files;
 mod pipeline;
 mod quota_report;
 mod read_only;
+mod reconfig;
 mod reply;
 mod rewatch;
 mod sasl;

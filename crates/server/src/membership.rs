@@ -10,6 +10,9 @@ use tree::DataTree;
 
 use crate::config::{ServerConfig, ServerSpec};
 
+/// Where the membership is published (`ZooDefs.CONFIG_NODE`).
+pub const CONFIG_NODE: &str = "/zookeeper/config";
+
 /// What `/zookeeper/config` says of `servers` at `version`.
 pub fn config_text(servers: &[ServerSpec], version: i64) -> String {
     let mut text: String = servers
@@ -20,11 +23,50 @@ pub fn config_text(servers: &[ServerSpec], version: i64) -> String {
     text
 }
 
+/// The servers and the version of a configuration as `config_text`
+/// writes it (a `dynamicConfigFile` holds the same lines).
+pub fn parse_config_text(text: &str) -> Result<(Vec<ServerSpec>, i64), String> {
+    let mut servers = Vec::new();
+    let mut version = 0;
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (key, value) = line
+            .split_once('=')
+            .ok_or_else(|| format!("{line:?} is not key=value"))?;
+        if key == "version" {
+            version = i64::from_str_radix(value, 16)
+                .map_err(|_| format!("version {value:?} is not hexadecimal"))?;
+            continue;
+        }
+        let id = key
+            .strip_prefix("server.")
+            .and_then(|id| id.parse().ok())
+            .ok_or_else(|| format!("{key:?} is not server.N"))?;
+        servers.push(ServerSpec::parse(id, value)?);
+    }
+    servers.sort_by_key(|s| s.id);
+    Ok((servers, version))
+}
+
+/// The membership a reconfig left in `tree`, which holds over zoo.cfg's:
+/// `None` while no reconfig was ever applied (the node's version is
+/// zoo.cfg's 0) or the node holds none.
+pub fn reconfigured(tree: &DataTree) -> Option<Vec<ServerSpec>> {
+    let (text, stat) = tree.get_data(CONFIG_NODE, &[]).ok()?;
+    if stat.mzxid == 0 {
+        return None;
+    }
+    let (servers, _) = parse_config_text(&String::from_utf8_lossy(&text?)).ok()?;
+    (!servers.is_empty()).then_some(servers)
+}
+
 /// Writes zoo.cfg's membership into `tree` as every server does when it
 /// starts. Only a distributed server has one: with a single voter
 /// ZooKeeper runs standalone (`standaloneEnabled`) and leaves the node
 /// empty.
 pub fn install(tree: &mut DataTree, config: &ServerConfig) {
+    if reconfigured(tree).is_some() {
+        return;
+    }
     let voters = config.servers.iter().filter(|s| !s.observer).count();
     if voters > 1 {
         let text = config_text(&config.servers, 0);
@@ -72,5 +114,21 @@ mod tests {
             Some(config_text(&three.servers, 0).as_bytes())
         );
         assert_eq!((stat.version, stat.mzxid), (-1, 0));
+    }
+
+    #[test]
+    fn the_text_parses_back() {
+        let servers = [
+            ServerSpec::parse(1, "127.0.0.1:2888:3888;2181").unwrap(),
+            ServerSpec::parse(3, "127.0.0.1:2890:3890:observer").unwrap(),
+        ];
+        let text = config_text(&servers, 0x2_0000_0007);
+        let (parsed, version) = parse_config_text(&text).unwrap();
+        assert_eq!(
+            (config_text(&parsed, version), version),
+            (text, 0x2_0000_0007)
+        );
+        assert!(parse_config_text("server.x=a:1:2\nversion=0").is_err());
+        assert!(parse_config_text("version=zz").is_err());
     }
 }

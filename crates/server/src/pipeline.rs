@@ -90,7 +90,20 @@ pub enum Step {
 /// then it is proposed when its turn comes.
 pub enum Proposal {
     Pending(Txn),
+    /// A reconfig, which the leader checks before it can be a txn.
+    Reconfig(Box<crate::reconfig::Ask>),
     Made(oneshot::Receiver<Committed>),
+}
+
+impl Proposal {
+    /// Proposes it, unless it already is.
+    pub fn make(self, shared: &Arc<Shared>) -> oneshot::Receiver<Committed> {
+        match self {
+            Proposal::Pending(txn) => shared.propose(&txn),
+            Proposal::Reconfig(ask) => crate::reconfig::propose(shared, *ask),
+            Proposal::Made(committed) => committed,
+        }
+    }
 }
 
 /// How to present a write's outcome to the client that asked.
@@ -105,6 +118,8 @@ pub enum ReplyShape {
     Empty,
     /// `multi`: per op, whether a create answers with its stat.
     Multi(Vec<ReplyShape>),
+    /// `reconfig`: the new configuration and its stat, as getData's.
+    Config,
 }
 
 /// The session a connection serves, as the pipeline needs it.
@@ -137,7 +152,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
     // once, as a read-only ZooKeeper server refuses one (the client learns
     // that nothing was done), while reads go on.
     let refuses_writes = shared.refuses_writes();
-    let write = |op: TxnOp, shape: ReplyShape| {
+    let propose = |proposal: Proposal, shape: ReplyShape| {
         if refuses_writes {
             return Step::Reply(reply::header_only(
                 xid,
@@ -145,19 +160,22 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
                 ErrorCode::NotReadOnly,
             ));
         }
+        Step::Write {
+            xid,
+            op: request_op,
+            shape,
+            proposal,
+            received: Instant::now(),
+            audit: None,
+        }
+    };
+    let write = |op: TxnOp, shape: ReplyShape| {
         let txn = Txn {
             auth: session.auth.to_vec(),
             enforce_quota: shared.config.enforce_quota,
             ..crate::shared::stamped_txn(session.session_id, op)
         };
-        Step::Write {
-            xid,
-            op: request_op,
-            shape,
-            proposal: Proposal::Pending(txn),
-            received: Instant::now(),
-            audit: None,
-        }
+        propose(Proposal::Pending(txn), shape)
     };
     // A write refused before proposing still goes through the log, as
     // ZooKeeper's error txn does: it takes a zxid and keeps its place
@@ -263,7 +281,19 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
                 read_index,
             }
         }
-        Request::Reconfig(_) => refuse_write(ErrorCode::ReconfigDisabled),
+        // PrepRequestProcessor's order: disabled, then standalone.
+        Request::Reconfig(_) if !shared.config.reconfig_enabled => {
+            refuse_write(ErrorCode::ReconfigDisabled)
+        }
+        Request::Reconfig(_) if shared.is_standalone() => refuse_write(ErrorCode::Unimplemented),
+        Request::Reconfig(request) => {
+            let ask = crate::reconfig::Ask {
+                request,
+                session_id: session.session_id,
+                auth: session.auth.to_vec(),
+            };
+            propose(Proposal::Reconfig(Box::new(ask)), ReplyShape::Config)
+        }
         // A bare `check` is not a request ZooKeeper 3.9 serves outside a
         // multi; auth and SASL reach here only if the connection did not
         // take them, which is a bug in the caller. ZooKeeper answers an
@@ -482,6 +512,14 @@ pub fn write_reply(xid: i32, shape: &ReplyShape, committed: Committed) -> Bytes 
         (ReplyShape::Stat, Outcome::SetData { stat } | Outcome::SetAcl { stat }) => {
             reply::with_body(xid, zxid, &StatResponse { stat })
         }
+        (ReplyShape::Config, Outcome::Reconfigured { config, stat }) => reply::with_body(
+            xid,
+            zxid,
+            &GetDataResponse {
+                data: Some(config),
+                stat,
+            },
+        ),
         (ReplyShape::Multi(shapes), Outcome::Multi(results)) => {
             let results = multi_results(shapes, results);
             reply::with_body(xid, zxid, &MultiResponse(results))

@@ -91,7 +91,7 @@ pub enum ServerError {
 /// answers four-letter words at once, sessions once caught up), with the
 /// [`Monitor`] that reports on the server from then on.
 pub async fn run(
-    config: ServerConfig,
+    mut config: ServerConfig,
     on_listening: impl FnOnce(SocketAddr, Monitor),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
@@ -127,22 +127,31 @@ pub async fn run(
             config.ignored_keys.join(", ")
         );
     }
-    let ensemble = Ensemble::from_config(&config)?;
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
     let (mut tree, mut snapshot_meta) = load_snapshot(&snapshots)?;
+    // After a reconfig the ensemble is what the tree says, not zoo.cfg.
+    let reconfigured = crate::membership::reconfigured(&tree);
+    if let Some(servers) = &reconfigured {
+        tracing::info!("the ensemble's membership is the last reconfig's, not zoo.cfg's");
+        config.servers = servers.clone();
+    }
     crate::membership::install(&mut tree, &config);
+    let ensemble = Ensemble::from_config(&config)?;
 
     let server_id = ensemble.as_ref().map_or(1, |e| e.my_id);
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
-    // zoo.cfg says who is in the group (no reconfig is served yet). It
-    // also mends snapshots written before their header kept the learners:
-    // a group restarted from one would no longer replicate to observers.
-    let membership = Membership::new(voters.clone(), learners.clone());
-    if let Some(meta) = snapshot_meta.as_mut() {
-        meta.membership = membership.clone();
+    // Until a reconfig, zoo.cfg says who is in the group. That also mends
+    // snapshots written before their header kept the learners: a group
+    // restarted from one would no longer replicate to observers.
+    let static_membership = Membership::new(voters.clone(), learners.clone());
+    if let Some(meta) = snapshot_meta.as_mut().filter(|_| reconfigured.is_none()) {
+        meta.membership = static_membership.clone();
     }
+    let membership = snapshot_meta
+        .as_ref()
+        .map_or(static_membership, |meta| meta.membership.clone());
     let network = ensemble
         .as_ref()
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
@@ -193,6 +202,7 @@ pub async fn run(
         applied: tokio::sync::watch::channel(applied_index).0,
         read_only: Default::default(),
         delegations: Default::default(),
+        reconfig_asks: Default::default(),
         config,
     });
     if let Some((ensemble, network)) = &shared.peers {
@@ -390,6 +400,12 @@ async fn receive_notes(
         match PeerNote::decode(payload) {
             Some(PeerNote::SessionsHeard(ids)) => sessions_heard(&shared, ids),
             Some(PeerNote::SessionMoved(id)) => session_moved(&shared, id),
+            Some(PeerNote::ReconfigAsk { ask, body }) => {
+                crate::reconfig::answer_ask(&shared, from, ask, body)
+            }
+            Some(PeerNote::ReconfigAnswer { ask, zxid, err }) => {
+                crate::reconfig::take_answer(&shared, ask, zxid, err)
+            }
             None => tracing::warn!(peer = from, "ignoring a note this server cannot read"),
         }
     }

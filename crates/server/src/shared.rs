@@ -145,6 +145,8 @@ pub struct Shared {
     pub read_only: crate::read_only::ReadOnlyMode,
     /// Identities lent to sessions the server's own tools open.
     pub delegations: crate::delegation::Delegations,
+    /// Reconfig requests this server asked the leader to decide.
+    pub reconfig_asks: crate::reconfig::Asks,
 }
 
 impl Shared {

@@ -350,6 +350,7 @@ impl Model {
             TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
             TxnOp::Check { path, version } => self.check(ctx, path, *version),
             TxnOp::Reap { path } => self.reap(ctx, path, triggers),
+            TxnOp::Reconfig { members } => Ok(self.reconfigure(ctx, members, triggers)),
             TxnOp::Error { code } => Err(*code),
             // ZooKeeper cannot decode a multi inside a multi.
             TxnOp::Multi(_) => Err(ErrorCode::MarshallingError),
@@ -516,6 +517,22 @@ impl Model {
         Ok(Outcome::SetData {
             stat: self.stat(path),
         })
+    }
+
+    /// The leader checked it; no session or ACL check here.
+    fn reconfigure(&mut self, ctx: Ctx, members: &str, triggers: &mut Vec<Trigger>) -> Outcome {
+        let path = "/zookeeper/config";
+        let config = format!("{members}version={:x}", ctx.zxid).into_bytes();
+        let node = self.nodes.get_mut(path).expect("the config node exists");
+        node.version = -1;
+        node.data = Some(config.clone());
+        node.mzxid = ctx.zxid;
+        node.mtime = ctx.time_ms;
+        triggers.push(trigger(path, EventType::NodeDataChanged, &node.acl));
+        Outcome::Reconfigured {
+            config: config.into(),
+            stat: self.stat(path),
+        }
     }
 
     fn set_acl(

@@ -206,7 +206,7 @@ impl OpSeed {
         let kind = match (in_multi, self.kind) {
             (true, k @ 0..=251) => k % 27,
             (true, k) => 27 + k % 5,
-            (false, k) => k % 32,
+            (false, k) => k % 33,
         };
         let path = self.path.realize(model);
         let data: Option<Bytes> = self
@@ -238,6 +238,12 @@ impl OpSeed {
                 acl: acl(self.acl),
             },
             29..=30 => TxnOp::Reap { path },
+            32 => TxnOp::Reconfig {
+                members: format!(
+                    "server.1=127.0.0.1:{}:3888:participant\n",
+                    2888 + u16::from(self.mode)
+                ),
+            },
             _ => TxnOp::Multi(Vec::new()),
         }
     }

@@ -109,6 +109,7 @@ impl DataTree {
             TxnOp::SetAcl { path, acl, version } => self.set_acl(ctx, path, acl, *version),
             TxnOp::Check { path, version } => self.check(ctx, path, *version),
             TxnOp::Reap { path } => self.reap(ctx, path, &mut fx.triggers),
+            TxnOp::Reconfig { members } => Ok(self.reconfigure(ctx, members, fx)),
             TxnOp::Error { code } => Err(*code),
             // A multi inside a multi cannot be decoded; ZooKeeper answers
             // an undecodable multi with a marshalling error.
@@ -275,6 +276,22 @@ impl DataTree {
     }
 
     /// `PrepRequestProcessor` setData + `DataTree.setData`.
+    /// ZooKeeper's reconfig txn, a setData of `/zookeeper/config` whose
+    /// checks the leader made: the new configuration, versioned by this
+    /// zxid.
+    fn reconfigure(&mut self, ctx: &Ctx, members: &str, fx: &mut Effects) -> Outcome {
+        let config = Bytes::from(format!("{members}version={:x}", ctx.zxid));
+        let stat = self.set_node_data(
+            path::CONFIG_ZOOKEEPER,
+            Some(config.clone()),
+            -1,
+            ctx.zxid,
+            ctx.txn.time_ms,
+            &mut fx.triggers,
+        );
+        Outcome::Reconfigured { config, stat }
+    }
+
     fn set_data(
         &mut self,
         ctx: &Ctx,

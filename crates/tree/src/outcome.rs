@@ -1,6 +1,7 @@
 //! What applying a Txn produced: the result the owning server replies
 //! with, and the watch triggers every server fires for its own clients.
 
+use bytes::Bytes;
 use jute::{ErrorCode, EventType, Stat};
 
 use crate::acl::AclList;
@@ -33,6 +34,12 @@ pub enum Outcome {
         stat: Stat,
     },
     SetAcl {
+        stat: Stat,
+    },
+    /// The ensemble's new configuration, as `/zookeeper/config` now holds
+    /// it, and that node's stat: what ZooKeeper's reconfig answers.
+    Reconfigured {
+        config: Bytes,
         stat: Stat,
     },
     Checked,

@@ -316,6 +316,21 @@ impl DataTree {
         self.data_bytes_approx += text.len() as i64 - old_len;
     }
 
+    /// Empties `/zookeeper/config` as a fresh tree has it (data empty, data
+    /// version and mzxid 0): for a tree brought from another deployment,
+    /// whose membership is not this one's.
+    pub fn forget_config(&mut self) {
+        let node = self
+            .node_mut(path::CONFIG_ZOOKEEPER)
+            .expect("every tree has the config node");
+        let old_len = node.data_len() as i64;
+        node.data = Some(Bytes::new());
+        node.stat.version = 0;
+        node.stat.mzxid = 0;
+        node.stat.mtime = 0;
+        self.data_bytes_approx -= old_len;
+    }
+
     /// Replaces a node's data without touching its stat, as ZooKeeper's
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {

@@ -38,6 +38,7 @@ mod tag {
     pub const SET_ACL: i32 = 7;
     pub const CHECK: i32 = 13;
     pub const MULTI: i32 = 14;
+    pub const RECONFIG: i32 = 16;
     pub const REAP: i32 = 20; // deleteContainer
     pub const ERROR: i32 = -1;
     pub const CREATE_SESSION: i32 = -10;
@@ -114,6 +115,15 @@ pub enum TxnOp {
     /// The container/TTL reaper's delete (`deleteContainer`).
     Reap {
         path: String,
+    },
+    /// A change of the ensemble's membership that the leader checked
+    /// (ZooKeeper's reconfig): `/zookeeper/config` becomes `members`
+    /// (`server.N=...` lines, each ending in a newline) followed by
+    /// `version=` and the txn's zxid in hex, with data version -1, as
+    /// ZooKeeper's reconfig txn sets it. Its log entry also changes the
+    /// raft group.
+    Reconfig {
+        members: String,
     },
     /// A write the server refused before proposing it (a malformed body, a
     /// mode this configuration disables). Like ZooKeeper's `ErrorTxn` it
@@ -266,6 +276,10 @@ fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
             buf.write_i32(tag::REAP);
             buf.write_string(path);
         }
+        TxnOp::Reconfig { members } => {
+            buf.write_i32(tag::RECONFIG);
+            buf.write_string(members);
+        }
         TxnOp::Error { code } => {
             buf.write_i32(tag::ERROR);
             buf.write_i32(code.code());
@@ -324,6 +338,9 @@ fn decode_op(r: &mut Reader, top_level: bool) -> Result<TxnOp, DecodeError> {
         }
         tag::REAP => TxnOp::Reap {
             path: r.read_string()?,
+        },
+        tag::RECONFIG if top_level => TxnOp::Reconfig {
+            members: r.read_string()?,
         },
         tag::ERROR => {
             let code = r.read_i32()?;
@@ -415,6 +432,8 @@ mod tests {
         prop_oneof![
             4 => arb_leaf_op(),
             1 => proptest::collection::vec(arb_leaf_op(), 0..5).prop_map(TxnOp::Multi),
+            1 => "(server\\.[0-9]=[a-z0-9:;.]{0,20}\n){0,3}"
+                .prop_map(|members| TxnOp::Reconfig { members }),
         ]
     }
 

@@ -57,6 +57,40 @@ fn an_ensemble_s_config_is_installed_as_zookeeper_installs_it() {
     assert_eq!(tree.approximate_data_bytes(), 44 + text.len() as u64);
     tree.install_config(Bytes::from_static(b"version=0"), 0);
     assert_eq!(tree.approximate_data_bytes(), 44 + 9);
+    tree.forget_config();
+    assert_eq!(
+        tree.exists("/zookeeper/config"),
+        DataTree::new().exists("/zookeeper/config"),
+        "as a fresh tree has it"
+    );
+    assert_eq!(tree.approximate_data_bytes(), 44);
+}
+
+#[test]
+fn a_reconfig_versions_the_config_by_its_zxid_and_fires_its_watch() {
+    // PrepRequestProcessor's reconfig: a setData of the config node with
+    // version -1, whose text ends in version=<zxid in hex>.
+    let mut h = Harness::new();
+    let members = "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n";
+    let applied = h.apply(TxnOp::Reconfig {
+        members: members.into(),
+    });
+    let zxid = h.stat("/zookeeper/config").mzxid;
+    let text = format!("{members}version={zxid:x}");
+    let Outcome::Reconfigured { config, stat } = applied.outcome.clone() else {
+        panic!("{:?}", applied.outcome);
+    };
+    assert_eq!(config, text.as_bytes());
+    assert_eq!(
+        (stat.version, stat.mzxid, stat.data_length),
+        (-1, zxid, text.len() as i32)
+    );
+    assert_eq!(
+        events(&applied),
+        [("/zookeeper/config".into(), EventType::NodeDataChanged)]
+    );
+    let (data, _) = h.tree.get_data("/zookeeper/config", &[]).unwrap();
+    assert_eq!(data.unwrap(), text.as_bytes());
 }
 
 #[test]

@@ -1,0 +1,223 @@
+"""Dynamic reconfiguration (ZooKeeper 3.5+'s reconfig request) through
+kazoo: the checks and error codes of ZooKeeper 3.8's PrepRequestProcessor,
+a server removed and joined back, and a wiped server replaced, with every
+server ending on the same configuration and writes going on.
+
+The ensembles are Paddock's (the harness starts no ZooKeeper ensemble);
+what a standalone server answers runs against both."""
+
+from __future__ import annotations
+
+import pytest
+from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingError,
+                              NewConfigNoQuorumError, NoAuthError, ReconfigDisabledError,
+                              UnimplementedError)
+
+from conftest import SUPER_PASSWORD, digest, make_kazoo
+from ensemble import Ensemble, wait_for
+from zkharness import Server
+
+
+def test_reconfig_is_off_unless_enabled(zk):
+    """reconfigEnabled is false by default: refused before anything else,
+    on a standalone server as on an ensemble."""
+    with pytest.raises(ReconfigDisabledError):
+        zk.reconfig(joining=None, leaving="2", new_members=None)
+
+
+RECONFIG_CONFIG = {
+    "reconfigEnabled": "true",
+    "DigestAuthenticationProvider.superDigest": digest("super", SUPER_PASSWORD),
+}
+
+
+@pytest.fixture(scope="module")
+def ens(tmp_path_factory):
+    e = Ensemble(tmp_path_factory.mktemp("reconfig"), voters=3, config=RECONFIG_CONFIG)
+    try:
+        e.start()
+    except Exception:
+        e.close()
+        raise
+    yield e
+    e.close()
+
+
+def config_of(client):
+    data, stat = client.get("/zookeeper/config")
+    return data.decode(), stat
+
+
+def servers_in(text):
+    return sorted(int(line.split("=")[0][len("server."):])
+                  for line in text.splitlines() if line.startswith("server."))
+
+
+def version_of(text):
+    return int(text.splitlines()[-1].split("=")[1], 16)
+
+
+def superuser(ens, member):
+    c = ens.client(member)
+    c.add_auth("digest", f"super:{SUPER_PASSWORD}")
+    return c
+
+
+def assert_every_server_holds(ens, members, expected):
+    for member in members:
+        c = ens.client(member)
+        assert wait_for(lambda: (c.sync("/zookeeper/config") or True)
+                        and config_of(c)[0] == expected, timeout=15,
+                        what=f"{member.name} to hold the new configuration"), \
+            f"{member.name}: {config_of(c)[0]!r}"
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_checks_come_in_zookeeper_s_order(ens):
+    leader = ens.leader()
+    follower = next(m for m in ens.members if m is not leader)
+    anyone = ens.client(follower)
+    # A quorum of the new configuration cannot be reached: three servers
+    # that do not exist, checked before the ACL, as in ZooKeeper.
+    phantoms = ",".join(f"server.{i}=127.0.0.1:{i}1:{i}2:participant;{i}3" for i in (7, 8, 9))
+    with pytest.raises(NewConfigNoQuorumError):
+        anyone.reconfig(joining=phantoms, leaving=None, new_members=None)
+    with pytest.raises(NoAuthError):
+        anyone.reconfig(joining=None, leaving="3", new_members=None)
+    root = superuser(ens, follower)
+    with pytest.raises(BadVersionError):
+        root.reconfig(joining=None, leaving="3", new_members=None, from_config=0x123)
+    with pytest.raises(BadArgumentsError):
+        root.reconfig(joining=None, leaving="2,3", new_members=None)
+    with pytest.raises(BadArgumentsError):
+        root.reconfig(joining="server.4=127.0.0.1:1:2", leaving=None, new_members=None)
+    with pytest.raises(MarshallingError):
+        root.reconfig(joining=None, leaving="abc", new_members=None)
+    # Nothing changed.
+    text, _ = config_of(anyone)
+    assert servers_in(text) == [1, 2, 3] and version_of(text) == 0
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_a_server_leaves_and_joins_again_through_a_follower(ens):
+    leader = ens.leader()
+    follower = next(m for m in ens.members if m is not leader)
+    leaving = next(m for m in ens.members if m not in (leader, follower))
+    root = superuser(ens, follower)
+    watcher = ens.client(leader)
+    changed = []
+    watcher.get("/zookeeper/config", watch=changed.append)
+
+    before, _ = config_of(root)
+    data, stat = root.reconfig(joining=None, leaving=str(leaving.id), new_members=None,
+                               from_config=version_of(before))
+    text = data.decode()
+    assert servers_in(text) == sorted(m.id for m in ens.members if m is not leaving)
+    assert version_of(text) == stat.mzxid > 0 and stat.version == -1
+    assert wait_for(lambda: changed, timeout=10, what="the config watch to fire")
+    assert changed[0].type == "CHANGED" and changed[0].path == "/zookeeper/config"
+    kept = [m for m in ens.members if m is not leaving]
+    assert_every_server_holds(ens, kept, text)
+    writer = ens.client(leader)
+    writer.create("/written-without-it", b"")
+
+    line = (f"server.{leaving.id}={leaving.host}:{leaving.peer_port}:"
+            f"{leaving.election_port}:participant;{leaving.port}")
+    data, stat = root.reconfig(joining=line, leaving=None, new_members=None)
+    text = data.decode()
+    assert servers_in(text) == [1, 2, 3]
+    assert f"{line.replace(f';{leaving.port}', f';0.0.0.0:{leaving.port}')}\n" in text
+    assert_every_server_holds(ens, ens.members, text)
+    back = ens.client(leaving)
+    back.sync("/")
+    assert back.exists("/written-without-it") is not None
+    writer.create("/written-with-it", b"")
+    back.sync("/")
+    assert back.exists("/written-with-it") is not None
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_a_wiped_server_is_replaced_and_catches_up(ens):
+    leader = ens.leader()
+    replaced = next(m for m in ens.members if m is not leader)
+    root = superuser(ens, leader)
+    writer = ens.client(leader)
+    for i in range(50):
+        writer.create(f"/before-the-replacement-{i}", b"x" * 100)
+    replaced.kill()
+    replaced.wipe()
+    data, _ = root.reconfig(joining=None, leaving=str(replaced.id), new_members=None)
+    assert replaced.id not in servers_in(data.decode())
+    replaced.spawn()
+    line = (f"server.{replaced.id}={replaced.host}:{replaced.peer_port}:"
+            f"{replaced.election_port}:participant;{replaced.port}")
+    data, _ = root.reconfig(joining=line, leaving=None, new_members=None)
+    text = data.decode()
+    replaced.wait_serving(60)
+    assert_every_server_holds(ens, ens.members, text)
+    fresh = ens.client(replaced)
+    fresh.sync("/")
+    assert fresh.exists("/before-the-replacement-49") is not None
+    ens.assert_trees_identical()
+
+
+def test_a_standalone_server_serves_no_reconfig(tmp_path):
+    """With reconfigEnabled, a standalone server answers Unimplemented, as
+    ZooKeeper's does (it has no leader to reconfigure)."""
+    server = Server(tmp_path / "standalone", dict(RECONFIG_CONFIG))
+    server.start()
+    try:
+        c = make_kazoo(server)
+        c.add_auth("digest", f"super:{SUPER_PASSWORD}")
+        with pytest.raises(UnimplementedError):
+            c.reconfig(joining=None, leaving="2", new_members=None)
+        c.stop()
+        c.close()
+    finally:
+        server.stop()
+
+
+def line_of(member, role="participant"):
+    return (f"server.{member.id}={member.host}:{member.peer_port}:"
+            f"{member.election_port}:{role};{member.port}")
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_the_leader_removed_hands_over_and_writes_go_on(ens):
+    old_leader = ens.leader()
+    follower = next(m for m in ens.members if m is not old_leader)
+    root = superuser(ens, follower)
+    data, _ = root.reconfig(joining=None, leaving=str(old_leader.id), new_members=None)
+    assert old_leader.id not in servers_in(data.decode())
+    new_leader = ens.leader(exclude=[old_leader])
+    assert new_leader is not old_leader
+    writer = ens.client(new_leader)
+    writer.create("/after-the-leader-left", b"")
+    data, _ = root.reconfig(joining=line_of(old_leader), leaving=None, new_members=None)
+    assert_every_server_holds(ens, ens.members, data.decode())
+    back = ens.client(old_leader)
+    back.sync("/")
+    assert back.exists("/after-the-leader-left") is not None
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_a_participant_becomes_an_observer_and_back_with_new_members(ens):
+    leader = ens.leader()
+    moved = next(m for m in ens.members if m is not leader)
+    root = superuser(ens, leader)
+    members = ",".join(line_of(m, "observer" if m is moved else "participant")
+                       for m in ens.members)
+    data, _ = root.reconfig(joining=None, leaving=None, new_members=members)
+    text = data.decode()
+    assert f"server.{moved.id}={moved.host}:{moved.peer_port}:{moved.election_port}:observer;" \
+        in text
+    assert_every_server_holds(ens, ens.members, text)
+    writer = ens.client(leader)
+    writer.create("/seen-by-the-observer", b"")
+    observer = ens.client(moved)
+    observer.sync("/")
+    assert observer.exists("/seen-by-the-observer") is not None
+    members = ",".join(line_of(m) for m in ens.members)
+    data, _ = root.reconfig(joining=None, leaving=None, new_members=members)
+    assert ":observer" not in data.decode()
+    assert_every_server_holds(ens, ens.members, data.decode())
