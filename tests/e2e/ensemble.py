@@ -290,6 +290,14 @@ class Ensemble:
         self._clients: List[KazooClient] = []
         self._lock = threading.Lock()
 
+    def add_member(self, observer: bool = False) -> Member:
+        """A new server with the next id, not started: its zoo.cfg lists
+        the members and itself; the running members learn of it only from
+        a reconfig that joins it."""
+        member = Member(self, len(self.members) + 1, observer=observer)
+        self.members.append(member)
+        return member
+
     # ------------------------------------------------------------ lookup
 
     def __getitem__(self, sid: int) -> Member:

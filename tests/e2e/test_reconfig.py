@@ -221,3 +221,46 @@ def test_a_participant_becomes_an_observer_and_back_with_new_members(ens):
     data, _ = root.reconfig(joining=None, leaving=None, new_members=members)
     assert ":observer" not in data.decode()
     assert_every_server_holds(ens, ens.members, data.decode())
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_three_servers_grow_to_five_and_shrink_back_in_one_change_each(tmp_path):
+    """Two servers join in one reconfig (a joint change), then two of the
+    first leave in one, the leader among them: writes go on throughout,
+    every server ends on the same configuration and tree."""
+    with Ensemble(tmp_path / "grow", voters=3, config=RECONFIG_CONFIG) as ens:
+        ens.start()
+        root = superuser(ens, ens.leader())
+        writer = ens.client(all_hosts=True)
+        writer.create("/before", b"")
+        new = [ens.add_member(), ens.add_member()]
+        for member in new:
+            member.spawn()
+        data, _ = root.reconfig(joining=",".join(line_of(m) for m in new), leaving=None,
+                                new_members=None)
+        text = data.decode()
+        assert servers_in(text) == [1, 2, 3, 4, 5]
+        for member in new:
+            member.wait_serving(60)
+        assert_every_server_holds(ens, ens.members, text)
+        writer.create("/grown", b"")
+        for member in new:
+            reader = ens.client(member)
+            reader.sync("/")
+            assert reader.exists("/before") and reader.exists("/grown")
+
+        leader = ens.leader()
+        leaving = [leader] + [m for m in ens.members[:3] if m is not leader][:1]
+        staying = [m for m in ens.members if m not in leaving]
+        root = superuser(ens, staying[0])
+        data, _ = root.reconfig(joining=None, leaving=",".join(str(m.id) for m in leaving),
+                                new_members=None)
+        text = data.decode()
+        assert servers_in(text) == sorted(m.id for m in staying)
+        assert ens.leader(exclude=leaving) in staying
+        assert_every_server_holds(ens, staying, text)
+        writer = ens.client(staying[-1])
+        writer.create("/shrunk", b"")
+        for member in leaving:
+            member.kill()
+        ens.assert_trees_identical(members=staying)
