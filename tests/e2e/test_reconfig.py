@@ -8,6 +8,9 @@ what a standalone server answers runs against both."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingError,
                               NewConfigNoQuorumError, NoAuthError, ReconfigDisabledError,
@@ -15,7 +18,11 @@ from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingErr
 
 from conftest import SUPER_PASSWORD, digest, make_kazoo
 from ensemble import Ensemble, wait_for
-from zkharness import Server
+from zkharness import ZK_CLI, ZK_JARS, Server
+
+needs_zkcli = pytest.mark.skipif(
+    not (os.path.exists(ZK_CLI) and os.path.exists(f"{ZK_JARS}/zookeeper.jar")),
+    reason="Debian's zookeeper package is not installed (apt-get install zookeeper)")
 
 
 def test_reconfig_is_off_unless_enabled(zk):
@@ -264,3 +271,29 @@ def test_three_servers_grow_to_five_and_shrink_back_in_one_change_each(tmp_path)
         for member in leaving:
             member.kill()
         ens.assert_trees_identical(members=staying)
+
+
+@needs_zkcli
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_zkcli_reconfigures_with_remove_and_add(ens):
+    """Debian's zkCli (the Java client's ZooKeeperAdmin) as an operator
+    uses it: addauth as the superuser, `reconfig -remove`, `reconfig -add`,
+    `config`."""
+    leader = ens.leader()
+    follower = next(m for m in ens.members if m is not leader)
+    removed = next(m for m in ens.members if m not in (leader, follower))
+    script = (f"addauth digest super:{SUPER_PASSWORD}\n"
+              f"reconfig -remove {removed.id}\n"
+              f"reconfig -add {line_of(removed)}\n"
+              "config\n")
+    env = dict(os.environ, TZ="UTC", JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1")
+    out = subprocess.run([ZK_CLI, "-server", follower.hosts], input=script,
+                         capture_output=True, text=True, timeout=120, env=env).stdout
+    assert out.count("Committed new configuration:") == 2, out
+    without = [line for line in out.splitlines() if line.startswith("server.")]
+    # The first answer lists two servers, the second and `config` three.
+    assert len(without) == 2 + 3 + 3, out
+    text, _ = config_of(ens.client(follower))
+    assert servers_in(text) == [1, 2, 3]
+    assert f"version={text.splitlines()[-1].split('=')[1]}" in out
+    assert_every_server_holds(ens, ens.members, text)
