@@ -8,8 +8,11 @@ what a standalone server answers runs against both."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingError,
@@ -297,3 +300,56 @@ def test_zkcli_reconfigures_with_remove_and_add(ens):
     assert servers_in(text) == [1, 2, 3]
     assert f"version={text.splitlines()[-1].split('=')[1]}" in out
     assert_every_server_holds(ens, ens.members, text)
+
+
+# ------------------------------------------------------------ Curator
+
+CURATOR = Path(__file__).resolve().parents[1] / "curator"
+CURATOR_CACHE = Path(os.environ.get("PADDOCK_CURATOR_CACHE",
+                                    Path.home() / ".cache" / "paddock-curator"))
+
+
+def curator_classpath():
+    """Curator's jars (fetched from Maven Central once) and
+    CuratorReconfig.java compiled against them."""
+    for tool in ("mvn", "javac", "java"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} not found: apt-get install maven default-jdk-headless")
+    pom = (CURATOR / "pom.xml").read_bytes()
+    src = CURATOR / "CuratorReconfig.java"
+    key = hashlib.sha1(pom + src.read_bytes()).hexdigest()[:12]
+    jars, classes = CURATOR_CACHE / f"jars-{key}", CURATOR_CACHE / f"classes-{key}"
+    if not (classes / "CuratorReconfig.class").exists():
+        shutil.rmtree(jars, ignore_errors=True)
+        p = subprocess.run(["mvn", "-B", "-q", "-f", str(CURATOR / "pom.xml"),
+                            "dependency:copy-dependencies", "-DincludeScope=runtime",
+                            f"-DoutputDirectory={jars}"],
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, f"mvn failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+        p = subprocess.run(["javac", "-proc:none", "-cp", f"{jars}/*", "-d", str(classes),
+                            str(src)], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, f"javac failed:\n{p.stdout}{p.stderr}"
+    return f"{classes}:{jars}/*"
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_curator_reconfigures_and_its_ensemble_tracker_follows(ens):
+    """Apache Curator 5.9 as an application uses it: getConfig, reconfig
+    leaving then joining with fromConfig, and its EnsembleTracker (which
+    parses the configuration with ZooKeeper's own parser) turning the
+    single server it was given into the whole ensemble."""
+    classpath = curator_classpath()
+    leader = ens.leader()
+    removed = next(m for m in ens.members if m is not leader)
+    p = subprocess.run(["java", "-cp", classpath, "CuratorReconfig", leader.hosts,
+                        SUPER_PASSWORD, str(removed.id), line_of(removed)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = dict(line.split(" ", 1) for line in p.stdout.splitlines())
+    others = ",".join(str(m.id) for m in ens.members if m is not removed)
+    assert lines["left"].startswith(f"{others} version ")
+    assert lines["joined"].startswith("1,2,3 version ")
+    tracked = sorted(lines["tracked"].split(","))
+    assert tracked == sorted(f"127.0.0.1:{m.port}" for m in ens.members), p.stdout
+    text, _ = config_of(ens.client(leader))
+    assert lines["joined"].endswith(f"version {text.splitlines()[-1].split('=')[1]}")
