@@ -21,7 +21,7 @@ from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingErr
 
 from conftest import SUPER_PASSWORD, digest, make_kazoo
 from ensemble import Ensemble, wait_for
-from zkharness import ZK_CLI, ZK_JARS, Server
+from zkharness import ZK_CLI, ZK_JARS, Server, paddock_bin
 
 needs_zkcli = pytest.mark.skipif(
     not (os.path.exists(ZK_CLI) and os.path.exists(f"{ZK_JARS}/zookeeper.jar")),
@@ -278,10 +278,11 @@ def test_three_servers_grow_to_five_and_shrink_back_in_one_change_each(tmp_path)
 
 @needs_zkcli
 @pytest.mark.paddock_only("ensembles are configured the Paddock way")
-def test_zkcli_reconfigures_with_remove_and_add(ens):
-    """Debian's zkCli (the Java client's ZooKeeperAdmin) as an operator
-    uses it: addauth as the superuser, `reconfig -remove`, `reconfig -add`,
-    `config`."""
+@pytest.mark.parametrize("cli", ["zkCli", "paddock shell"])
+def test_the_shell_reconfigures_with_remove_and_add(ens, cli):
+    """Debian's zkCli (the Java client's ZooKeeperAdmin) and `paddock
+    shell` as an operator uses them: addauth as the superuser, `reconfig
+    -remove`, `reconfig -add`, `config`, with the same output."""
     leader = ens.leader()
     follower = next(m for m in ens.members if m is not leader)
     removed = next(m for m in ens.members if m not in (leader, follower))
@@ -290,8 +291,10 @@ def test_zkcli_reconfigures_with_remove_and_add(ens):
               f"reconfig -add {line_of(removed)}\n"
               "config\n")
     env = dict(os.environ, TZ="UTC", JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1")
-    out = subprocess.run([ZK_CLI, "-server", follower.hosts], input=script,
-                         capture_output=True, text=True, timeout=120, env=env).stdout
+    argv = ([ZK_CLI, "-server", follower.hosts] if cli == "zkCli"
+            else [str(paddock_bin()), "shell", follower.hosts])
+    out = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=120,
+                         env=env).stdout
     assert out.count("Committed new configuration:") == 2, out
     without = [line for line in out.splitlines() if line.startswith("server.")]
     # The first answer lists two servers, the second and `config` three.

@@ -279,6 +279,8 @@ SAME_AS_ZKCLI = [
     "setquota -n 1 -b 2 @/a", "setquota -n 5 @/nope", "setquota -N 5 /zookeeper/quota/x",
     "ls //x", "get @/a/../b",
     "config", "config -s", "config -c", "config -x",
+    "reconfig -remove 2", "reconfig", "reconfig -x", "reconfig -remove",
+    "reconfig -members server.1=a:1:2;3 -remove 2", "reconfig -remove 2 -v xyz",
 ]
 
 

@@ -23,8 +23,8 @@ use jute::{
     GetACLRequest, GetACLResponse, GetAllChildrenNumberRequest, GetAllChildrenNumberResponse,
     GetChildren2Response, GetChildrenPageRequest, GetChildrenPageResponse, GetChildrenResponse,
     GetDataResponse, GetEphemeralsRequest, GetEphemeralsResponse, MultiResponse, OpCode,
-    PathAndWatch, ReadOp, Record, Request, SetACLRequest, SetDataRequest, Stat, StatResponse,
-    SyncRequest, WatcherType, WatchesRequest, WhoAmIResponse,
+    PathAndWatch, ReadOp, ReconfigRequest, Record, Request, SetACLRequest, SetDataRequest, Stat,
+    StatResponse, SyncRequest, WatcherType, WatchesRequest, WhoAmIResponse,
 };
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -228,6 +228,34 @@ impl Client {
             // An error here means the session ended some other way first.
             let _ = wait.await;
         }
+    }
+
+    /// Changes the ensemble's membership (ZooKeeper's `reconfig`, which a
+    /// server serves with `reconfigEnabled` to its superuser): servers
+    /// `joining` ("server.N=host:peer:election[:role];clientPort", comma
+    /// separated) and `leaving` (ids, comma separated), or the whole
+    /// membership in `new_members`; `from_config`, when given, must be the
+    /// current configuration's version. Returns the new configuration, as
+    /// `get_config` would, and its `Stat`.
+    pub fn reconfig(
+        &self,
+        joining: Option<&str>,
+        leaving: Option<&str>,
+        new_members: Option<&str>,
+        from_config: Option<i64>,
+    ) -> Call<(Bytes, Stat)> {
+        let request = Request::Reconfig(ReconfigRequest {
+            joining_servers: joining.map(str::to_owned),
+            leaving_servers: leaving.map(str::to_owned),
+            new_members: new_members.map(str::to_owned),
+            cur_config_id: from_config.unwrap_or(-1),
+        });
+        // ZooKeeperAdmin's errors name no path.
+        let sent = self.send(&request, None, "");
+        Call::new(async move {
+            let reply: GetDataResponse = sent.decode().await?;
+            Ok((reply.data.unwrap_or_default(), reply.stat))
+        })
     }
 
     /// Gives the session a new list of servers ("host:port,..."; a chroot

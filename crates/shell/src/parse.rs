@@ -12,8 +12,8 @@
 
 use client::{AddWatchMode, CreateMode, QuotaLimits, WatcherType, MAX_TTL};
 
-/// Every command with its usage as zkCli prints it (3.8, less the
-/// reconfig and version commands), plus
+/// Every command with its usage as zkCli prints it (3.8, less the version
+/// command), plus
 /// `help` and `exit`. Sorted, because `help` lists them in this order.
 pub const COMMANDS: &[(&str, &str)] = &[
     (
@@ -39,6 +39,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ("ls", "[-s] [-w] [-R] path"),
     ("printwatches", "on|off"),
     ("quit", ""),
+    (
+        "reconfig",
+        "[-s] [-v version] [[-file path] | [-members serverID=host:port1:port2;port3[,...]*]] | [-add serverId=host:port1:port2;port3[,...]]* [-remove serverId[,...]*]",
+    ),
     ("redo", "cmdno"),
     ("removewatches", "path [-c|-d|-a] [-l]"),
     ("set", "[-s] [-v version] path data"),
@@ -186,6 +190,16 @@ pub enum Command {
     },
     Sync {
         path: String,
+    },
+    /// A change of the ensemble's membership, as zkCli's (values lower
+    /// cased, as zkCli does).
+    Reconfig {
+        joining: Option<String>,
+        leaving: Option<String>,
+        members: Option<String>,
+        /// The configuration version it applies to (`-v`, hexadecimal).
+        version: Option<i64>,
+        stat: bool,
     },
     /// The ensemble's membership, from `/zookeeper/config`.
     Config {
@@ -382,6 +396,82 @@ fn options(words: &[String], flags: &str, valued: &str) -> Result<Options, CliEr
     }
 }
 
+/// zkCli's `ReconfigCommand.parse`: options of several letters, checked
+/// in its order.
+fn reconfig(words: &[String]) -> Result<Command, CliError> {
+    let mut given: Vec<(&str, Option<String>)> = Vec::new();
+    let mut rest = words[1..].iter();
+    while let Some(word) = rest.next() {
+        let name = word.strip_prefix('-').unwrap_or("");
+        match name {
+            "s" => given.push(("s", None)),
+            "v" | "file" | "members" | "add" | "remove" => match rest.next() {
+                Some(value) => given.push((name, Some(value.clone()))),
+                None => {
+                    return Err(CliError::new(format!(
+                        "Missing argument for option: {name}"
+                    )))
+                }
+            },
+            _ if word.starts_with('-') => return Err(unrecognized(word)),
+            _ => {}
+        }
+    }
+    let value = |name: &str| {
+        given
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, v)| v.clone())
+    };
+    let has = |name: &str| given.iter().any(|(n, _)| *n == name);
+    let whole = has("file") || has("members");
+    if !whole && !has("add") && !has("remove") {
+        return Err(CliError::usage("reconfig"));
+    }
+    let version =
+        match value("v") {
+            Some(v) => Some(i64::from_str_radix(&v, 16).map_err(|_| {
+                CliError::new("-v must be followed by a long (configuration version)")
+            })?),
+            None => None,
+        };
+    if whole && (has("add") || has("remove")) {
+        return Err(CliError::new(
+            "Can't use -file or -members together with -add or -remove (mixing incremental and \
+             non-incremental modes is not allowed)",
+        ));
+    }
+    if has("file") && has("members") {
+        return Err(CliError::new(
+            "Can't use -file and -members together (conflicting non-incremental modes)",
+        ));
+    }
+    let members = match value("file") {
+        Some(path) => Some(members_of_file(&path)?),
+        None => value("members").map(|m| m.to_lowercase()),
+    };
+    Ok(Command::Reconfig {
+        joining: value("add").map(|v| v.to_lowercase()),
+        leaving: value("remove").map(|v| v.to_lowercase()),
+        members,
+        version,
+        stat: has("s"),
+    })
+}
+
+/// `-file`: the `server.N` lines of a dynamic configuration file, as one
+/// comma-separated membership.
+fn members_of_file(path: &str) -> Result<String, CliError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| CliError::new(format!("Error processing {path}{e}")))?;
+    let servers: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("server."))
+        .collect();
+    Ok(servers.join(","))
+}
+
 fn unrecognized(word: &str) -> CliError {
     CliError::new(format!("Unrecognized option: {word}"))
 }
@@ -544,6 +634,7 @@ pub fn parse(words: &[String]) -> Result<Parsed, CliError> {
             at_least(&o, 2)?;
             Command::Sync { path: o.path(1) }
         }
+        "reconfig" => reconfig(words)?,
         "config" => {
             let o = options(words, "cws", "")?;
             Command::Config {
@@ -1033,5 +1124,34 @@ mod tests {
         assert!(usage().contains("\twhoami \n"));
         assert!(usage().ends_with("Paddock extensions:\n\tls [-s] -p pageSize path # the children page by page, a name a line (Paddock only)\n"));
         assert!(is_command("getAllChildrenNumber") && !is_command("127.0.0.1:2181"));
+    }
+
+    #[test]
+    fn reconfig_takes_zookeeper_s_options() {
+        assert_eq!(
+            command("reconfig -s -v 1a -remove 3 -add server.4=H:1:2;3"),
+            Command::Reconfig {
+                joining: Some("server.4=h:1:2;3".into()),
+                leaving: Some("3".into()),
+                members: None,
+                version: Some(0x1a),
+                stat: true,
+            }
+        );
+        assert_eq!(error("reconfig"), usage_of("reconfig"));
+        assert_eq!(
+            error("reconfig -members server.1=a:1:2;3 -remove 2"),
+            "Can't use -file or -members together with -add or -remove (mixing incremental and \
+             non-incremental modes is not allowed)"
+        );
+        assert_eq!(
+            error("reconfig -remove 2 -v xyz"),
+            "-v must be followed by a long (configuration version)"
+        );
+        assert_eq!(
+            error("reconfig -remove"),
+            "Missing argument for option: remove"
+        );
+        assert_eq!(error("reconfig -x"), "Unrecognized option: -x");
     }
 }

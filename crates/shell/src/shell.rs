@@ -537,6 +537,28 @@ impl Shell {
                     .await
                     .map_err(failed)?;
             }
+            Command::Reconfig {
+                joining,
+                leaving,
+                members,
+                version,
+                stat,
+            } => {
+                let (config, node) = zk
+                    .reconfig(
+                        joining.as_deref(),
+                        leaving.as_deref(),
+                        members.as_deref(),
+                        version,
+                    )
+                    .await
+                    .map_err(failed)?;
+                let text = String::from_utf8_lossy(&config);
+                put(out, &format!("Committed new configuration:\n{text}\n"));
+                if stat {
+                    put(out, &format::stat(&node));
+                }
+            }
             Command::Config {
                 client,
                 stat,
