@@ -77,6 +77,19 @@ impl Server {
         self.plan.peer_port
     }
 
+    pub fn election_port(&self) -> u16 {
+        self.plan.election_port
+    }
+
+    /// The server's `server.N` line as a reconfig joins it: its own ports,
+    /// as a participant.
+    pub fn joining_line(&self) -> String {
+        format!(
+            "server.{}=127.0.0.1:{}:{}:participant;127.0.0.1:{}",
+            self.plan.id, self.plan.peer_port, self.plan.election_port, self.plan.client_port
+        )
+    }
+
     pub fn client_address(&self) -> String {
         format!("127.0.0.1:{}", self.plan.client_port)
     }

@@ -42,6 +42,10 @@ const ZNODES_TOUCHED_IN_PLACE_MAX: usize = 64;
 /// hands over and answers within an election timeout or two.
 const DEPARTED_PEERS_GRACE: Duration = Duration::from_secs(5);
 
+/// How often a snapshot a membership change asked for is tried again
+/// while another is being written.
+const MEMBERSHIP_SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
+
 /// Applies committed entries to `shared.published.tree`, the one tree of
 /// the server, which only this loop changes.
 pub struct ApplyLoop {
@@ -51,6 +55,9 @@ pub struct ApplyLoop {
     /// The group's voters and learners as of the last entry applied, for
     /// the snapshots taken here.
     pub membership: Membership,
+    /// A membership change applied through this index and term and not
+    /// yet in a snapshot.
+    pub membership_snapshot: Option<(u64, u64)>,
     pub snapshot_schedule: SnapshotSchedule,
 }
 
@@ -71,13 +78,31 @@ impl ApplyLoop {
         mut self,
         mut committed: mpsc::UnboundedReceiver<Applying<Waiter>>,
     ) -> Result<(), ApplyError> {
-        while let Some(applying) = committed.recv().await {
-            match applying {
-                Applying::Entries(batch) => self.apply_batch(batch)?,
-                Applying::Restore(meta) => self.restore(&meta)?,
+        let mut retry = tokio::time::interval(MEMBERSHIP_SNAPSHOT_RETRY);
+        loop {
+            tokio::select! {
+                applying = committed.recv() => match applying {
+                    Some(Applying::Entries(batch)) => self.apply_batch(batch)?,
+                    Some(Applying::Restore(meta)) => self.restore(&meta)?,
+                    None => return Ok(()),
+                },
+                _ = retry.tick(), if self.membership_snapshot.is_some() => {
+                    self.snapshot_membership();
+                }
             }
         }
-        Ok(())
+    }
+
+    /// Takes the snapshot a membership change asks for, unless one is
+    /// being written; then the next batch or tick tries again. A server
+    /// that joins is sent the newest snapshot, and raft refuses one that
+    /// does not list it: there must be one taken after its joining.
+    fn snapshot_membership(&mut self) {
+        if let Some((index, term)) = self.membership_snapshot {
+            if self.start_snapshot(index, term) {
+                self.membership_snapshot = None;
+            }
+        }
     }
 
     /// Replaces the tree with a snapshot the leader sent, which is already
@@ -134,6 +159,7 @@ impl ApplyLoop {
             last = Some((entry.index, entry.term));
             if let Some(membership) = entry.membership {
                 self.membership = membership;
+                self.membership_snapshot = Some((entry.index, entry.term));
             }
             if entry.data.is_empty() {
                 // Raft's own entry (a new leader's no-op): no txn, no zxid.
@@ -169,7 +195,11 @@ impl ApplyLoop {
                 self.shared.kill_connection(owner);
             }
         }
-        if self.snapshot_schedule.is_due() {
+        if self.membership_snapshot.is_some() {
+            // Of everything applied, the change included.
+            self.membership_snapshot = Some((last_index, last_term));
+            self.snapshot_membership();
+        } else if self.snapshot_schedule.is_due() {
             self.start_snapshot(last_index, last_term);
         }
         Ok(())
@@ -303,9 +333,11 @@ impl ApplyLoop {
         }
     }
 
-    fn start_snapshot(&mut self, index: u64, term: u64) {
+    /// Starts writing a snapshot of the tree as applied through `index`;
+    /// false if one is being written already.
+    fn start_snapshot(&mut self, index: u64, term: u64) -> bool {
         if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
-            return;
+            return false;
         }
         let tree = self.shared.published().tree.clone();
         self.snapshot_schedule.restart(TreeSize::of(&tree));
@@ -338,5 +370,6 @@ impl ApplyLoop {
             }
             in_progress.store(false, Ordering::Release);
         });
+        true
     }
 }

@@ -219,6 +219,7 @@ pub async fn run(
         snapshots,
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
         membership,
+        membership_snapshot: None,
         snapshot_schedule,
     };
     let mut apply_task = tokio::spawn(apply.run(committed_rx));

@@ -169,10 +169,23 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
     let shim = Shim::new(&dir.join("shim"), servers)?;
+    // A reconfig gives every server one address for each: the proxies,
+    // which each server reaches its peers through, cannot be kept.
+    let proxied = match scenario {
+        Scenario::Reconfig => BTreeMap::new(),
+        _ => links.ports().clone(),
+    };
     let spec = Spec {
         env: shim.env(),
         ports: Some(ports),
-        links: links.ports().clone(),
+        links: proxied,
+        extra: vec![
+            ("reconfigEnabled".into(), "true".into()),
+            (
+                "DigestAuthenticationProvider.superDigest".into(),
+                super_digest(scenario::SUPER_PASSWORD),
+            ),
+        ],
         tick_time_ms: 500,
         // Snapshots (and catching up by snapshot) happen within a run.
         snap_count: 500,
@@ -208,11 +221,13 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
         .collect();
     let nemesis = {
         let stop = stop.clone();
+        let runtime = tokio::runtime::Handle::current();
         tokio::task::spawn_blocking(move || {
             let levers = Levers {
                 cluster: &mut cluster,
                 links: &links,
                 shim: &shim,
+                runtime,
             };
             let injected = scenario::nemesis(scenario, levers, &stop, seed);
             (cluster, links, injected)
@@ -259,4 +274,16 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(run)
+}
+
+/// ZooKeeper's `DigestAuthenticationProvider.generateDigest` of the
+/// superuser: `super:` and the base64 of SHA-1 of `super:password`.
+fn super_digest(password: &str) -> String {
+    use base64::Engine as _;
+    use sha1::Digest as _;
+    let hash = sha1::Sha1::digest(format!("super:{password}"));
+    format!(
+        "super:{}",
+        base64::engine::general_purpose::STANDARD.encode(hash)
+    )
 }

@@ -39,12 +39,17 @@ pub enum Scenario {
     /// One server's wall clock jumps (either way, a minute to a day) and
     /// its monotonic clock jumps 0.5-3 s forward; the wall clock comes back.
     ClockJump,
+    /// A reconfig removes a voter (the leader too), and another adds it
+    /// back; half of the time a server (perhaps the leader) is killed the
+    /// moment the removal is sent, so the change meets a crash midway.
+    Reconfig,
     /// A bit of everything, one fault at a time.
     Mixed,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 11] = [
+    pub const ALL: [Scenario; 12] = [
+        Scenario::Reconfig,
         Scenario::KillLeader,
         Scenario::KillFollower,
         Scenario::PauseLeader,
@@ -70,6 +75,7 @@ impl Scenario {
             Scenario::WipeVoter => "wipe-voter",
             Scenario::SlowDisk => "slow-disk",
             Scenario::ClockJump => "clock-jump",
+            Scenario::Reconfig => "reconfig",
             Scenario::Mixed => "mixed",
         }
     }
@@ -86,6 +92,17 @@ pub struct Levers<'a> {
     pub cluster: &'a mut Cluster,
     pub links: &'a Links,
     pub shim: &'a Shim,
+    /// Where its reconfig requests run.
+    pub runtime: tokio::runtime::Handle,
+}
+
+/// The superuser's password on every server, for reconfig.
+pub const SUPER_PASSWORD: &str = "faults";
+
+/// A fault the `mixed` scenario may pick: all but reconfig, whose
+/// ensembles have no proxied links to partition, and mixed itself.
+fn mixable(scenario: Scenario) -> bool {
+    !matches!(scenario, Scenario::Reconfig | Scenario::Mixed)
 }
 
 /// Injects the scenario's faults until `stop`, then heals everything and
@@ -100,6 +117,7 @@ pub fn nemesis(
         cluster,
         links,
         shim,
+        runtime,
     } = levers;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut injected = Injected::default();
@@ -109,7 +127,11 @@ pub fn nemesis(
             break;
         }
         let fault = match scenario {
-            Scenario::Mixed => *Scenario::ALL[..Scenario::ALL.len() - 1]
+            Scenario::Mixed => *Scenario::ALL
+                .iter()
+                .copied()
+                .filter(|s| mixable(*s))
+                .collect::<Vec<_>>()
                 .choose(&mut rng)
                 .expect("scenarios"),
             other => other,
@@ -122,7 +144,7 @@ pub fn nemesis(
             .collect();
         let victim = match fault {
             Scenario::KillLeader | Scenario::PauseLeader | Scenario::PartitionLeader => leader,
-            Scenario::SlowDisk | Scenario::ClockJump | Scenario::WipeVoter => {
+            Scenario::SlowDisk | Scenario::ClockJump | Scenario::WipeVoter | Scenario::Reconfig => {
                 rng.gen_range(0..cluster.servers().len())
             }
             _ => match followers.choose(&mut rng) {
@@ -209,12 +231,110 @@ pub fn nemesis(
                 sleep_unless_stopped(stop, hold);
                 shim.shift_realtime(id, 0)?;
             }
+            Scenario::Reconfig => {
+                let crash = rng
+                    .gen_bool(0.5)
+                    .then(|| rng.gen_range(0..cluster.servers().len()));
+                let removal = runtime.spawn(reconfig(
+                    cluster.connect_string(),
+                    None,
+                    Some(id.to_string()),
+                ));
+                if let Some(crashed) = crash {
+                    what += &format!(
+                        " with server.{} killed midway",
+                        cluster.servers()[crashed].id()
+                    );
+                    cluster.server(crashed).kill();
+                }
+                let removed = runtime.block_on(removal)?;
+                what += if removed.is_ok() {
+                    ", removed"
+                } else {
+                    ", removal lost"
+                };
+                sleep_unless_stopped(stop, hold);
+                if let Some(crashed) = crash {
+                    cluster.server(crashed).restart()?;
+                }
+                runtime.block_on(ensure_members(cluster))?;
+            }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
         }
         injected.faults.push(format!("{what} for {hold} ms"));
     }
     heal(cluster, links, shim)?;
+    if scenario == Scenario::Reconfig {
+        runtime.block_on(ensure_members(cluster))?;
+    }
     Ok(injected)
+}
+
+/// One reconfig as the superuser, through any server.
+async fn reconfig(
+    connect: String,
+    joining: Option<String>,
+    leaving: Option<String>,
+) -> Result<(), client::Error> {
+    let options = client::ConnectOptions::new()
+        .session_timeout(Duration::from_secs(10))
+        .auth("digest", format!("super:{SUPER_PASSWORD}").as_bytes());
+    let zk = client::Client::connect(&connect, options).await?;
+    let result = zk
+        .reconfig(joining.as_deref(), leaving.as_deref(), None, None)
+        .await;
+    zk.close().await;
+    result.map(drop)
+}
+
+/// Joins back every server the configuration lacks, retrying while the
+/// ensemble recovers (a reconfig meeting a leader change is lost).
+async fn ensure_members(cluster: &Cluster) -> anyhow::Result<()> {
+    let deadline = Instant::now() + launch::START_TIMEOUT;
+    loop {
+        let missing: Vec<String> = match members(&cluster.connect_string()).await {
+            Ok(ids) => cluster
+                .servers()
+                .iter()
+                .filter(|s| !ids.contains(&s.id()))
+                .map(|s| s.joining_line())
+                .collect(),
+            Err(_) => vec![String::new()],
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the ensemble's configuration still lacks servers: {missing:?}"
+        );
+        let joining = missing
+            .into_iter()
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>();
+        if !joining.is_empty() {
+            let _ = reconfig(cluster.connect_string(), Some(joining.join(",")), None).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The server ids of the ensemble's configuration, read after a sync.
+async fn members(connect: &str) -> Result<Vec<usize>, client::Error> {
+    let zk = client::Client::connect(connect, client::ConnectOptions::new()).await?;
+    let read = async {
+        zk.sync("/zookeeper/config").await?;
+        zk.get_config().await
+    };
+    let result = read.await;
+    zk.close().await;
+    let (data, _) = result?;
+    let text = String::from_utf8_lossy(data.as_deref().unwrap_or_default()).into_owned();
+    Ok(text
+        .lines()
+        .filter_map(|line| line.strip_prefix("server."))
+        .filter_map(|rest| rest.split_once('=')?.0.parse().ok())
+        .collect())
 }
 
 /// Every link up, disks at full speed, clocks true, every process running
