@@ -123,8 +123,16 @@ class Member:
         }
         cfg.update(self.ensemble.config)
         cfg.update(self.extra_config)
-        lines = [f"{k}={v}" for k, v in cfg.items()]
-        lines += [m.server_line() for m in self.ensemble.members]
+        servers = [m.server_line() for m in self.ensemble.members]
+        version = self.ensemble.dynamic_version
+        if version is not None:
+            # As ZooKeeper 3.5+ writes it: the server lines in a file of
+            # their own, whose name's suffix is their version.
+            dynamic = self.workdir / f"zoo.cfg.dynamic.{version}"
+            dynamic.write_text("\n".join(servers) + "\n")
+            cfg["dynamicConfigFile"] = str(dynamic)
+            servers = []
+        lines = [f"{k}={v}" for k, v in cfg.items()] + servers
         self.config_path.write_text("\n".join(lines) + "\n")
 
     def spawn(self) -> "Member":
@@ -279,8 +287,12 @@ class Ensemble:
 
     def __init__(self, workdir, voters: int = 3, observers: int = 0,
                  config: Optional[Dict[str, str]] = None,
-                 tick_time: int = TICK_TIME) -> None:
+                 tick_time: int = TICK_TIME,
+                 dynamic_version: Optional[str] = None) -> None:
+        """`dynamic_version`: the server lines go in a dynamic
+        configuration file with this (hex) version, not in zoo.cfg."""
         self.workdir = Path(workdir)
+        self.dynamic_version = dynamic_version
         self.tick_time = tick_time
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.config = {k: str(v) for k, v in (config or {}).items()}

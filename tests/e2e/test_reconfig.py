@@ -356,3 +356,27 @@ def test_curator_reconfigures_and_its_ensemble_tracker_follows(ens):
     assert tracked == sorted(f"127.0.0.1:{m.port}" for m in ens.members), p.stdout
     text, _ = config_of(ens.client(leader))
     assert lines["joined"].endswith(f"version {text.splitlines()[-1].split('=')[1]}")
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_servers_from_a_dynamic_configuration_file(tmp_path):
+    """ZooKeeper 3.5+'s layout: zoo.cfg names dynamicConfigFile, whose
+    server lines are the membership and whose name gives its version;
+    a reconfig goes on from that version."""
+    with Ensemble(tmp_path / "dynamic", voters=3, config=RECONFIG_CONFIG,
+                  dynamic_version="100000000") as ens:
+        ens.start()
+        c = ens.client(ens.leader())
+        text, stat = config_of(c)
+        assert servers_in(text) == [1, 2, 3]
+        assert text.endswith("\nversion=100000000") and stat.mzxid == 0x100000000
+        root = superuser(ens, ens.leader())
+        with pytest.raises(BadVersionError):
+            root.reconfig(joining=None, leaving="3", new_members=None, from_config=0)
+        data, _ = root.reconfig(joining=None, leaving="3", new_members=None,
+                                from_config=0x100000000)
+        assert servers_in(data.decode()) == [1, 2]
+        # A restart keeps the reconfig's membership over the file's.
+        follower = next(m for m in ens.members if m.id != 3 and m is not ens.leader())
+        follower.restart()
+        assert servers_in(config_of(ens.client(follower))[0]) == [1, 2]

@@ -64,6 +64,16 @@ pub struct ServerConfig {
     /// `reconfigEnabled`: whether the reconfig request may change the
     /// ensemble's membership (off by default since ZooKeeper 3.5.3).
     pub reconfig_enabled: bool,
+    /// `standaloneEnabled`: with one voter, run standalone (true, the
+    /// default) or as an ensemble of one that reconfig can grow.
+    pub standalone_enabled: bool,
+    /// `dynamicConfigFile`: where the `server.N` lines are, as ZooKeeper
+    /// 3.5+ writes them; its name's `.dynamic.<hex>` suffix is their
+    /// version.
+    pub dynamic_config_file: Option<PathBuf>,
+    /// The version of the `server.N` lines: 0 in zoo.cfg, the suffix of a
+    /// dynamic configuration file's name.
+    pub servers_version: i64,
     /// Enabled four-letter words; `None` means all of them (`*`).
     pub four_letter_words: Option<HashSet<String>>,
     pub jute_max_buffer: usize,
@@ -270,6 +280,9 @@ impl Default for ServerConfig {
             audit_enabled: false,
             read_only_mode: false,
             reconfig_enabled: false,
+            standalone_enabled: true,
+            dynamic_config_file: None,
+            servers_version: 0,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
             super_digest: None,
@@ -342,7 +355,54 @@ impl ServerConfig {
         })?;
         let mut config = Self::from_properties(&parse_properties(&text))?;
         config.initial_configuration = text;
+        if let Some(dynamic) = config.dynamic_config_file.clone() {
+            config.read_dynamic_config(&dynamic)?;
+        }
         Ok(config)
+    }
+
+    /// The `server.N` lines of a dynamic configuration file, as ZooKeeper
+    /// reads one: nothing else is allowed in it, nor are `server.N` lines
+    /// in zoo.cfg beside it.
+    fn read_dynamic_config(&mut self, path: &Path) -> Result<(), ConfigError> {
+        let key = "dynamicConfigFile";
+        let shown = path.display().to_string();
+        if !self.servers.is_empty() {
+            return Err(invalid(
+                key,
+                &shown,
+                "server.N lines must be in the dynamic configuration file, not in zoo.cfg too",
+            ));
+        }
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        for (name, value) in parse_properties(&text) {
+            let id = name.strip_prefix("server.").and_then(|id| id.parse().ok());
+            let Some(id) = id else {
+                return Err(invalid(
+                    key,
+                    &shown,
+                    format!("{name} has no place in a dynamic configuration file, which holds server.N lines only"),
+                ));
+            };
+            let server =
+                ServerSpec::parse(id, &value).map_err(|reason| invalid(&name, &value, reason))?;
+            self.servers.push(server);
+        }
+        self.servers.sort_by_key(|s| s.id);
+        check_participants(&self.servers)?;
+        self.servers_version = path
+            .file_name()
+            .and_then(|name| {
+                name.to_str()?
+                    .rsplit_once(".dynamic.")
+                    .map(|(_, v)| v.to_owned())
+            })
+            .and_then(|version| i64::from_str_radix(&version, 16).ok())
+            .unwrap_or(0);
+        Ok(())
     }
 
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
@@ -392,6 +452,8 @@ impl ServerConfig {
                 "audit.enable" => config.audit_enabled = boolean(raw_key, value)?,
                 "readonlymode.enabled" => config.read_only_mode = boolean(raw_key, value)?,
                 "reconfigEnabled" => config.reconfig_enabled = boolean(raw_key, value)?,
+                "standaloneEnabled" => config.standalone_enabled = boolean(raw_key, value)?,
+                "dynamicConfigFile" => config.dynamic_config_file = Some(PathBuf::from(value)),
                 "audit.impl.class" => audit_logger(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
@@ -458,13 +520,7 @@ impl ServerConfig {
             }
         };
         config.servers.sort_by_key(|s| s.id);
-        if !config.servers.is_empty() && config.servers.iter().all(|s| s.observer) {
-            return Err(invalid(
-                "server.N",
-                "",
-                "an ensemble needs at least one participant",
-            ));
-        }
+        check_participants(&config.servers)?;
         config.data_log_dir = data_log_dir.unwrap_or_else(|| config.data_dir.clone());
         config.plain_client_port =
             config.client_tls.port.is_none() || props.keys().any(|k| k == "clientPort");
@@ -599,6 +655,18 @@ impl ServerConfig {
             .as_ref()
             .is_none_or(|words| words.contains(word))
     }
+}
+
+/// An ensemble needs a voter.
+fn check_participants(servers: &[ServerSpec]) -> Result<(), ConfigError> {
+    if !servers.is_empty() && servers.iter().all(|s| s.observer) {
+        return Err(invalid(
+            "server.N",
+            "",
+            "an ensemble needs at least one participant",
+        ));
+    }
+    Ok(())
 }
 
 pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, ConfigError> {
@@ -738,6 +806,45 @@ mod tests {
         ] {
             assert!(config(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn servers_come_from_a_dynamic_configuration_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let dynamic = dir.path().join("zoo.cfg.dynamic.100000000");
+        std::fs::write(
+            &dynamic,
+            "server.2=127.0.0.1:2889:3889:participant;0.0.0.0:2182\n\
+             server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n",
+        )
+        .unwrap();
+        let static_cfg = dir.path().join("zoo.cfg");
+        let write_static = |extra: &str| {
+            std::fs::write(
+                &static_cfg,
+                format!(
+                    "dataDir=/tmp/x\ndynamicConfigFile={}\n{extra}",
+                    dynamic.display()
+                ),
+            )
+            .unwrap();
+        };
+        write_static("");
+        let c = ServerConfig::from_file(&static_cfg).unwrap();
+        assert_eq!(c.servers.iter().map(|s| s.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(c.servers_version, 0x1_0000_0000);
+        assert!(c.ignored_keys.is_empty());
+        write_static("server.3=127.0.0.1:2890:3890\n");
+        assert!(
+            ServerConfig::from_file(&static_cfg).is_err(),
+            "server lines in both"
+        );
+        std::fs::write(&dynamic, "server.1=127.0.0.1:2888:3888\nversion=1\n").unwrap();
+        write_static("");
+        assert!(
+            ServerConfig::from_file(&static_cfg).is_err(),
+            "version inside"
+        );
     }
 
     #[test]

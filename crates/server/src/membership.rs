@@ -47,9 +47,10 @@ pub fn parse_config_text(text: &str) -> Result<(Vec<ServerSpec>, i64), String> {
     Ok((servers, version))
 }
 
-/// The membership a reconfig left in `tree`, which holds over zoo.cfg's:
-/// `None` while no reconfig was ever applied (the node's version is
-/// zoo.cfg's 0) or the node holds none.
+/// The membership `tree` records, which holds over the configuration
+/// files once it has a version (a reconfig's, or a dynamic configuration
+/// file's): from then on the membership changes through reconfig only.
+/// `None` while the node holds zoo.cfg's version 0, or nothing.
 pub fn reconfigured(tree: &DataTree) -> Option<Vec<ServerSpec>> {
     let (text, stat) = tree.get_data(CONFIG_NODE, &[]).ok()?;
     if stat.mzxid == 0 {
@@ -61,16 +62,17 @@ pub fn reconfigured(tree: &DataTree) -> Option<Vec<ServerSpec>> {
 
 /// Writes zoo.cfg's membership into `tree` as every server does when it
 /// starts. Only a distributed server has one: with a single voter
-/// ZooKeeper runs standalone (`standaloneEnabled`) and leaves the node
-/// empty.
+/// ZooKeeper runs standalone (unless `standaloneEnabled=false`) and leaves
+/// the node empty.
 pub fn install(tree: &mut DataTree, config: &ServerConfig) {
     if reconfigured(tree).is_some() {
         return;
     }
     let voters = config.servers.iter().filter(|s| !s.observer).count();
-    if voters > 1 {
-        let text = config_text(&config.servers, 0);
-        tree.install_config(Bytes::from(text), 0);
+    if voters > 1 || (voters == 1 && !config.standalone_enabled) {
+        let version = config.servers_version;
+        let text = config_text(&config.servers, version);
+        tree.install_config(Bytes::from(text), version);
     }
 }
 

@@ -264,13 +264,19 @@ fn decide(shared: &Shared, ask: &Ask) -> Result<Vec<ServerSpec>, ErrorCode> {
         Some(members) => new_members(members)?,
         None => incremental(&current, request)?,
     };
-    // standaloneEnabled: an ensemble keeps at least two voters.
+    // With standaloneEnabled (the default) an ensemble keeps at least two
+    // voters, else at least one.
     let voters: Vec<u64> = servers
         .iter()
         .filter(|s| !s.observer)
         .map(|s| s.id)
         .collect();
-    if voters.len() < 2 {
+    let voters_min = if shared.config.standalone_enabled {
+        2
+    } else {
+        1
+    };
+    if voters.len() < voters_min {
         return Err(ErrorCode::BadArguments);
     }
     if !quorum_reachable(shared, &voters) {

@@ -132,7 +132,12 @@ pub async fn run(
     // After a reconfig the ensemble is what the tree says, not zoo.cfg.
     let reconfigured = crate::membership::reconfigured(&tree);
     if let Some(servers) = &reconfigured {
-        tracing::info!("the ensemble's membership is the last reconfig's, not zoo.cfg's");
+        let text = |servers| crate::membership::config_text(servers, 0);
+        if text(servers) != text(&config.servers) {
+            tracing::warn!(
+                "the configuration files list other servers than the ensemble's last committed membership, which is used; change the membership with reconfig"
+            );
+        }
         config.servers = servers.clone();
     }
     crate::membership::install(&mut tree, &config);
