@@ -73,6 +73,20 @@ def superuser(ens, member):
     return c
 
 
+def line_of(member, role="participant"):
+    """The member's server line as a reconfig joins it."""
+    return (f"server.{member.id}={member.host}:{member.peer_port}:"
+            f"{member.election_port}:{role};{member.port}")
+
+
+def assert_seen_on(ens, member, *paths):
+    """After a sync, `member` holds every one of `paths`."""
+    c = ens.client(member)
+    c.sync("/")
+    for path in paths:
+        assert c.exists(path) is not None, f"{member.name} lacks {path}"
+
+
 def assert_every_server_holds(ens, members, expected):
     for member in members:
         c = ens.client(member)
@@ -131,19 +145,15 @@ def test_a_server_leaves_and_joins_again_through_a_follower(ens):
     writer = ens.client(leader)
     writer.create("/written-without-it", b"")
 
-    line = (f"server.{leaving.id}={leaving.host}:{leaving.peer_port}:"
-            f"{leaving.election_port}:participant;{leaving.port}")
+    line = line_of(leaving)
     data, stat = root.reconfig(joining=line, leaving=None, new_members=None)
     text = data.decode()
     assert servers_in(text) == [1, 2, 3]
     assert f"{line.replace(f';{leaving.port}', f';0.0.0.0:{leaving.port}')}\n" in text
     assert_every_server_holds(ens, ens.members, text)
-    back = ens.client(leaving)
-    back.sync("/")
-    assert back.exists("/written-without-it") is not None
+    assert_seen_on(ens, leaving, "/written-without-it")
     writer.create("/written-with-it", b"")
-    back.sync("/")
-    assert back.exists("/written-with-it") is not None
+    assert_seen_on(ens, leaving, "/written-with-it")
 
 
 @pytest.mark.paddock_only("ensembles are configured the Paddock way")
@@ -159,15 +169,11 @@ def test_a_wiped_server_is_replaced_and_catches_up(ens):
     data, _ = root.reconfig(joining=None, leaving=str(replaced.id), new_members=None)
     assert replaced.id not in servers_in(data.decode())
     replaced.spawn()
-    line = (f"server.{replaced.id}={replaced.host}:{replaced.peer_port}:"
-            f"{replaced.election_port}:participant;{replaced.port}")
-    data, _ = root.reconfig(joining=line, leaving=None, new_members=None)
+    data, _ = root.reconfig(joining=line_of(replaced), leaving=None, new_members=None)
     text = data.decode()
     replaced.wait_serving(60)
     assert_every_server_holds(ens, ens.members, text)
-    fresh = ens.client(replaced)
-    fresh.sync("/")
-    assert fresh.exists("/before-the-replacement-49") is not None
+    assert_seen_on(ens, replaced, "/before-the-replacement-49")
     ens.assert_trees_identical()
 
 
@@ -187,11 +193,6 @@ def test_a_standalone_server_serves_no_reconfig(tmp_path):
         server.stop()
 
 
-def line_of(member, role="participant"):
-    return (f"server.{member.id}={member.host}:{member.peer_port}:"
-            f"{member.election_port}:{role};{member.port}")
-
-
 @pytest.mark.paddock_only("ensembles are configured the Paddock way")
 def test_the_leader_removed_hands_over_and_writes_go_on(ens):
     old_leader = ens.leader()
@@ -205,9 +206,7 @@ def test_the_leader_removed_hands_over_and_writes_go_on(ens):
     writer.create("/after-the-leader-left", b"")
     data, _ = root.reconfig(joining=line_of(old_leader), leaving=None, new_members=None)
     assert_every_server_holds(ens, ens.members, data.decode())
-    back = ens.client(old_leader)
-    back.sync("/")
-    assert back.exists("/after-the-leader-left") is not None
+    assert_seen_on(ens, old_leader, "/after-the-leader-left")
 
 
 @pytest.mark.paddock_only("ensembles are configured the Paddock way")
@@ -224,9 +223,7 @@ def test_a_participant_becomes_an_observer_and_back_with_new_members(ens):
     assert_every_server_holds(ens, ens.members, text)
     writer = ens.client(leader)
     writer.create("/seen-by-the-observer", b"")
-    observer = ens.client(moved)
-    observer.sync("/")
-    assert observer.exists("/seen-by-the-observer") is not None
+    assert_seen_on(ens, moved, "/seen-by-the-observer")
     members = ",".join(line_of(m) for m in ens.members)
     data, _ = root.reconfig(joining=None, leaving=None, new_members=members)
     assert ":observer" not in data.decode()
@@ -255,9 +252,7 @@ def test_three_servers_grow_to_five_and_shrink_back_in_one_change_each(tmp_path)
         assert_every_server_holds(ens, ens.members, text)
         writer.create("/grown", b"")
         for member in new:
-            reader = ens.client(member)
-            reader.sync("/")
-            assert reader.exists("/before") and reader.exists("/grown")
+            assert_seen_on(ens, member, "/before", "/grown")
 
         leader = ens.leader()
         leaving = [leader] + [m for m in ens.members[:3] if m is not leader][:1]
