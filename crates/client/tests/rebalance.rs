@@ -1,12 +1,16 @@
 //! A session given a new server list moves as ZooKeeper's host provider
 //! moves it: sessions spread over a grown ensemble, each keeping its
-//! session and ephemerals, on a real 3-server ensemble of each kind.
+//! session and ephemerals, on a real 3-server ensemble of each kind; and
+//! sessions that follow the ensemble's configuration
+//! (`recipes::follow_ensemble`) spread by themselves, leave a server a
+//! reconfig removed and come back to it when it rejoins.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use client::recipes::follow_ensemble;
 use client::{Client, ConnectOptions, CreateMode, SessionState};
 use common::{bounded, four_letter_word, kinds, Kind};
 use launch::{Cluster, Flavor, Spec};
@@ -28,6 +32,108 @@ async fn sessions_on_one_server_spread_over_a_grown_server_list() {
             tokio::task::block_in_place(|| Cluster::start(Spec::new(flavor, 3, dir.path())))
                 .expect("the ensemble starts");
         bounded(Duration::from_secs(120), spread(&cluster)).await;
+    }
+}
+
+const SUPER_PASSWORD: &str = "rebalance";
+/// ZooKeeper's digest of `super:rebalance`: base64 of its SHA-1.
+const SUPER_DIGEST: &str = "super:65di+2WRXFquS+WISuL6oilLmhU=";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_following_the_ensemble_spread_leave_and_come_back() {
+    for kind in kinds() {
+        eprintln!("--- on {kind:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let flavor = match kind {
+            Kind::Paddock => Flavor::Paddock {
+                binary: common::paddock_bin(),
+            },
+            Kind::ZooKeeper => Flavor::ZooKeeper { heap_mb: 256 },
+        };
+        let spec = Spec {
+            extra: vec![
+                ("reconfigEnabled".into(), "true".into()),
+                (
+                    "DigestAuthenticationProvider.superDigest".into(),
+                    SUPER_DIGEST.into(),
+                ),
+            ],
+            ..Spec::new(flavor, 3, dir.path())
+        };
+        let cluster =
+            tokio::task::block_in_place(|| Cluster::start(spec)).expect("the ensemble starts");
+        bounded(Duration::from_secs(180), follow(&cluster)).await;
+    }
+}
+
+async fn follow(cluster: &Cluster) {
+    let addresses: Vec<String> = cluster
+        .servers()
+        .iter()
+        .map(|s| s.client_address())
+        .collect();
+    let ports: Vec<u16> = cluster.servers().iter().map(|s| s.client_port()).collect();
+    let mut clients = Vec::new();
+    for _ in 0..SESSIONS {
+        let options = ConnectOptions::new().session_timeout(Duration::from_secs(20));
+        let client = Client::connect(&addresses[0], options).await.unwrap();
+        follow_ensemble(&client);
+        clients.push(client);
+    }
+    let spread = settle(&ports, &clients, |on| {
+        on.values().filter(|&&n| n >= 3).count() == 3
+    })
+    .await;
+    eprintln!("given one server, following the ensemble: {spread:?}");
+
+    let admin_options = ConnectOptions::new().digest("super", SUPER_PASSWORD);
+    let admin = Client::connect(&addresses.join(","), admin_options)
+        .await
+        .unwrap();
+    let leaving = cluster.servers()[2].id();
+    admin
+        .reconfig(None, Some(&leaving.to_string()), None, None)
+        .await
+        .unwrap();
+    let without = settle(&ports, &clients, |on| {
+        on.get(&ports[2]).copied().unwrap_or(0) == 0
+    })
+    .await;
+    eprintln!("server.{leaving} removed: {without:?}");
+
+    admin
+        .reconfig(Some(&cluster.servers()[2].joining_line()), None, None, None)
+        .await
+        .unwrap();
+    let back = settle(&ports, &clients, |on| {
+        on.get(&ports[2]).copied().unwrap_or(0) >= 3
+    })
+    .await;
+    eprintln!("server.{leaving} joined again: {back:?}");
+    admin.close().await;
+    for client in clients {
+        client.close().await;
+    }
+}
+
+/// Where the sessions are once `done` holds of it (and all are connected),
+/// or a failed test after 60 s.
+async fn settle(
+    ports: &[u16],
+    clients: &[Client],
+    done: impl Fn(&BTreeMap<u16, usize>) -> bool,
+) -> BTreeMap<u16, usize> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let on = sessions_per_server(ports, clients);
+        if on.values().sum::<usize>() == SESSIONS && done(&on) {
+            return on;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "sessions per server: {on:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

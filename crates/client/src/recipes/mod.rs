@@ -14,6 +14,7 @@
 //! | queue | [`Queue`], [`PriorityQueue`] | `item-[<priority>-]<guid>-<seq>`, persistent-sequential |
 //! | shared integer | [`Counter`] | the counter node, as decimal text |
 //! | watched value | [`ConfigValue`] | the value's node |
+//! | following the ensemble's membership | [`follow_ensemble`] | `/zookeeper/config`, read only |
 //!
 //! Each recipe is a cheap handle (a [`Client`] clone and a path) with
 //! async methods; every participant of one instance (one lock, one queue)
@@ -112,6 +113,7 @@ mod config;
 mod counter;
 mod double_barrier;
 mod election;
+mod ensemble;
 mod group;
 mod lock;
 mod queue;
@@ -124,6 +126,7 @@ pub use config::{ConfigValue, ValueChanges};
 pub use counter::Counter;
 pub use double_barrier::DoubleBarrier;
 pub use election::{Leader, LeaderChanges, LeaderElection, Leadership};
+pub use ensemble::follow_ensemble;
 pub use group::{GroupMembership, MemberChanges, Membership};
 pub use lock::{Lock, LockGuard};
 pub use queue::{PriorityQueue, Queue};
