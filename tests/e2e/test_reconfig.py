@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from kazoo.exceptions import (BadArgumentsError, BadVersionError, MarshallingError,
+from kazoo.exceptions import (BadArgumentsError, BadVersionError, ConnectionLoss, MarshallingError,
                               NewConfigNoQuorumError, NoAuthError, ReconfigDisabledError,
                               UnimplementedError)
 
@@ -375,3 +375,25 @@ def test_servers_from_a_dynamic_configuration_file(tmp_path):
         follower = next(m for m in ens.members if m.id != 3 and m is not ens.leader())
         follower.restart()
         assert servers_in(config_of(ens.client(follower))[0]) == [1, 2]
+
+
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_a_follower_removing_itself_answers_or_loses_the_connection(ens):
+    """The server a reconfig removes may never learn that the change
+    committed (the leader stops replicating to it): its client gets the
+    answer or ConnectionLoss within seconds, never a hang, and the others
+    hold the change."""
+    leader = ens.leader()
+    follower = next(m for m in ens.members if m is not leader)
+    root = superuser(ens, follower)
+    try:
+        root.reconfig(joining=None, leaving=str(follower.id), new_members=None)
+    except ConnectionLoss:
+        pass
+    others = [m for m in ens.members if m is not follower]
+    text, _ = config_of(ens.client(leader))
+    assert servers_in(text) == sorted(m.id for m in others)
+    assert_every_server_holds(ens, others, text)
+    data, _ = superuser(ens, leader).reconfig(joining=line_of(follower), leaving=None,
+                                              new_members=None)
+    assert_every_server_holds(ens, ens.members, data.decode())

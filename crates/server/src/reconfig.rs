@@ -226,10 +226,17 @@ pub fn take_answer(shared: &Shared, ask_id: u64, zxid: i64, err: i32) {
 }
 
 /// Once this server has applied `zxid`: the configuration as it holds it.
+/// `None` if it does not within `ANSWER_WAIT`: a server the change removed
+/// may never learn that it committed (the leader stops replicating to it),
+/// and its client sees ConnectionLoss, which ZooKeeper's clients retry
+/// elsewhere.
 async fn applied_config(shared: &Shared, zxid: i64) -> Option<Committed> {
     let mut applied = shared.applied.subscribe();
     let index = u64::try_from(zxid).ok()?;
-    applied.wait_for(|&at| at >= index).await.ok()?;
+    tokio::time::timeout(ANSWER_WAIT, applied.wait_for(|&at| at >= index))
+        .await
+        .ok()?
+        .ok()?;
     let published = shared.published();
     let (config, stat) = published.tree.get_data(CONFIG_NODE, &[]).ok()?;
     Some(Committed {
