@@ -55,8 +55,9 @@ pub struct ApplyLoop {
     /// The group's voters and learners as of the last entry applied, for
     /// the snapshots taken here.
     pub membership: Membership,
-    /// A membership change applied through this index and term and not
-    /// yet in a snapshot.
+    /// Set when a membership change is applied and not yet in a snapshot:
+    /// the index and term the tree is applied through (kept up to date by
+    /// every batch, so a snapshot taken on it is labelled right).
     pub membership_snapshot: Option<(u64, u64)>,
     pub snapshot_schedule: SnapshotSchedule,
 }
@@ -133,6 +134,10 @@ impl ApplyLoop {
         }
         self.snapshot_schedule.restart(TreeSize::of(&tree));
         self.membership = found.membership.clone();
+        // The leader's snapshot is newer than any change still to be
+        // snapshotted here, and a snapshot now must be labelled with its
+        // index, not an older one.
+        self.membership_snapshot = None;
         let nodes = tree.node_count();
         let replaced = {
             let mut published = self.shared.published();
