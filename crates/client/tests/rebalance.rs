@@ -91,20 +91,18 @@ async fn follow(cluster: &Cluster) {
         .await
         .unwrap();
     let leaving = cluster.servers()[2].id();
-    admin
-        .reconfig(None, Some(&leaving.to_string()), None, None)
-        .await
-        .unwrap();
+    reconfigure(&admin, None, Some(&leaving.to_string()), |ids| {
+        !ids.contains(&leaving)
+    })
+    .await;
     let without = settle(&ports, &clients, |on| {
         on.get(&ports[2]).copied().unwrap_or(0) == 0
     })
     .await;
     eprintln!("server.{leaving} removed: {without:?}");
 
-    admin
-        .reconfig(Some(&cluster.servers()[2].joining_line()), None, None, None)
-        .await
-        .unwrap();
+    let joining = cluster.servers()[2].joining_line();
+    reconfigure(&admin, Some(&joining), None, |ids| ids.contains(&leaving)).await;
     let back = settle(&ports, &clients, |on| {
         on.get(&ports[2]).copied().unwrap_or(0) >= 3
     })
@@ -113,6 +111,39 @@ async fn follow(cluster: &Cluster) {
     admin.close().await;
     for client in clients {
         client.close().await;
+    }
+}
+
+/// A reconfig, sent again after a ConnectionLoss unless the configuration
+/// shows it was applied (`applied` of its server ids): ZooKeeper drops
+/// connections while its leader changes, and a reconfig can change it.
+async fn reconfigure(
+    admin: &Client,
+    joining: Option<&str>,
+    leaving: Option<&str>,
+    applied: impl Fn(&[usize]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        match admin.reconfig(joining, leaving, None, None).await {
+            Ok(_) => return,
+            Err(error) if error.is_connection_loss() => {
+                assert!(tokio::time::Instant::now() < deadline, "reconfig: {error}");
+            }
+            Err(error) => panic!("reconfig: {error}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        if let Ok((data, _)) = admin.get_config().await {
+            let text = String::from_utf8_lossy(data.as_deref().unwrap_or_default()).into_owned();
+            let ids: Vec<usize> = text
+                .lines()
+                .filter_map(|line| line.strip_prefix("server."))
+                .filter_map(|rest| rest.split_once('=')?.0.parse().ok())
+                .collect();
+            if applied(&ids) {
+                return;
+            }
+        }
     }
 }
 
