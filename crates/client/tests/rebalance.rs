@@ -22,12 +22,7 @@ async fn sessions_on_one_server_spread_over_a_grown_server_list() {
     for kind in kinds() {
         eprintln!("--- on {kind:?}");
         let dir = tempfile::tempdir().unwrap();
-        let flavor = match kind {
-            Kind::Paddock => Flavor::Paddock {
-                binary: common::paddock_bin(),
-            },
-            Kind::ZooKeeper => Flavor::ZooKeeper { heap_mb: 256 },
-        };
+        let flavor = flavor_of(kind);
         let cluster =
             tokio::task::block_in_place(|| Cluster::start(Spec::new(flavor, 3, dir.path())))
                 .expect("the ensemble starts");
@@ -44,12 +39,7 @@ async fn sessions_following_the_ensemble_spread_leave_and_come_back() {
     for kind in kinds() {
         eprintln!("--- on {kind:?}");
         let dir = tempfile::tempdir().unwrap();
-        let flavor = match kind {
-            Kind::Paddock => Flavor::Paddock {
-                binary: common::paddock_bin(),
-            },
-            Kind::ZooKeeper => Flavor::ZooKeeper { heap_mb: 256 },
-        };
+        let flavor = flavor_of(kind);
         let spec = Spec {
             extra: vec![
                 ("reconfigEnabled".into(), "true".into()),
@@ -67,18 +57,10 @@ async fn sessions_following_the_ensemble_spread_leave_and_come_back() {
 }
 
 async fn follow(cluster: &Cluster) {
-    let addresses: Vec<String> = cluster
-        .servers()
-        .iter()
-        .map(|s| s.client_address())
-        .collect();
-    let ports: Vec<u16> = cluster.servers().iter().map(|s| s.client_port()).collect();
-    let mut clients = Vec::new();
-    for _ in 0..SESSIONS {
-        let options = ConnectOptions::new().session_timeout(Duration::from_secs(20));
-        let client = Client::connect(&addresses[0], options).await.unwrap();
-        follow_ensemble(&client);
-        clients.push(client);
+    let (addresses, ports) = addresses_and_ports(cluster);
+    let clients = sessions_on(&addresses[0]).await;
+    for client in &clients {
+        follow_ensemble(client);
     }
     let spread = settle(&ports, &clients, |on| {
         on.values().filter(|&&n| n >= 3).count() == 3
@@ -169,21 +151,13 @@ async fn settle(
 }
 
 async fn spread(cluster: &Cluster) {
-    let addresses: Vec<String> = cluster
-        .servers()
-        .iter()
-        .map(|s| s.client_address())
-        .collect();
-    let ports: Vec<u16> = cluster.servers().iter().map(|s| s.client_port()).collect();
-    let mut clients = Vec::new();
-    for i in 0..SESSIONS {
-        let options = ConnectOptions::new().session_timeout(Duration::from_secs(20));
-        let client = Client::connect(&addresses[0], options).await.unwrap();
+    let (addresses, ports) = addresses_and_ports(cluster);
+    let clients = sessions_on(&addresses[0]).await;
+    for (i, client) in clients.iter().enumerate() {
         client
             .create(&format!("/owned-{i}"), b"", CreateMode::Ephemeral)
             .await
             .unwrap();
-        clients.push(client);
     }
     let before = sessions_per_server(&ports, &clients);
     assert_eq!(before.get(&ports[0]), Some(&SESSIONS), "{before:?}");
@@ -243,4 +217,33 @@ fn sessions_per_server(ports: &[u16], clients: &[Client]) -> BTreeMap<u16, usize
         held.insert(port, count);
     }
     held
+}
+
+/// Every server's client address and port, in server order.
+fn addresses_and_ports(cluster: &Cluster) -> (Vec<String>, Vec<u16>) {
+    let servers = cluster.servers();
+    (
+        servers.iter().map(|s| s.client_address()).collect(),
+        servers.iter().map(|s| s.client_port()).collect(),
+    )
+}
+
+/// `SESSIONS` sessions, all given the one server `address`.
+async fn sessions_on(address: &str) -> Vec<Client> {
+    let mut clients = Vec::new();
+    for _ in 0..SESSIONS {
+        let options = ConnectOptions::new().session_timeout(Duration::from_secs(20));
+        clients.push(Client::connect(address, options).await.unwrap());
+    }
+    clients
+}
+
+/// How `launch` starts a server of `kind`.
+fn flavor_of(kind: Kind) -> Flavor {
+    match kind {
+        Kind::Paddock => Flavor::Paddock {
+            binary: common::paddock_bin(),
+        },
+        Kind::ZooKeeper => Flavor::ZooKeeper { heap_mb: 256 },
+    }
 }
