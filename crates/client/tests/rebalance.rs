@@ -52,7 +52,7 @@ async fn sessions_following_the_ensemble_spread_leave_and_come_back() {
         };
         let cluster =
             tokio::task::block_in_place(|| Cluster::start(spec)).expect("the ensemble starts");
-        bounded(Duration::from_secs(180), follow(&cluster)).await;
+        bounded(Duration::from_secs(420), follow(&cluster)).await;
     }
 }
 
@@ -62,7 +62,7 @@ async fn follow(cluster: &Cluster) {
     for client in &clients {
         follow_ensemble(client);
     }
-    let spread = settle(&ports, &clients, |on| {
+    let spread = settle(&ports, &clients, SETTLE, |on| {
         on.values().filter(|&&n| n >= 3).count() == 3
     })
     .await;
@@ -73,23 +73,33 @@ async fn follow(cluster: &Cluster) {
         .await
         .unwrap();
     let leaving = cluster.servers()[2].id();
-    reconfigure(&admin, None, Some(&leaving.to_string()), |ids| {
-        !ids.contains(&leaving)
-    })
-    .await;
-    let without = settle(&ports, &clients, |on| {
-        on.get(&ports[2]).copied().unwrap_or(0) == 0
-    })
-    .await;
-    eprintln!("server.{leaving} removed: {without:?}");
-
     let joining = cluster.servers()[2].joining_line();
-    reconfigure(&admin, Some(&joining), None, |ids| ids.contains(&leaving)).await;
-    let back = settle(&ports, &clients, |on| {
-        on.get(&ports[2]).copied().unwrap_or(0) >= 3
-    })
-    .await;
-    eprintln!("server.{leaving} joined again: {back:?}");
+    for attempt in 1..=REJOIN_ATTEMPTS {
+        reconfigure(&admin, None, Some(&leaving.to_string()), |ids| {
+            !ids.contains(&leaving)
+        })
+        .await;
+        let without = settle(&ports, &clients, SETTLE, |on| {
+            on.get(&ports[2]).copied().unwrap_or(0) == 0
+        })
+        .await;
+        eprintln!("server.{leaving} removed: {without:?}");
+
+        reconfigure(&admin, Some(&joining), None, |ids| ids.contains(&leaving)).await;
+        let back = |on: &BTreeMap<u16, usize>| on.get(&ports[2]).copied().unwrap_or(0) >= 3;
+        if attempt == REJOIN_ATTEMPTS {
+            let on = settle(&ports, &clients, SETTLE, back).await;
+            eprintln!("server.{leaving} joined again: {on:?}");
+        } else if let Some(on) = settled(&ports, &clients, REJOIN_SETTLE, back).await {
+            eprintln!("server.{leaving} joined again: {on:?}");
+            break;
+        } else {
+            // ZooKeeper's rejoined server restarts its learner as its role
+            // changes, just when the sessions that chose it move: they fall
+            // back to the servers they had, as the Java client's would.
+            eprintln!("too few sessions came back to server.{leaving} (attempt {attempt})");
+        }
+    }
     admin.close().await;
     for client in clients {
         client.close().await;
@@ -129,23 +139,47 @@ async fn reconfigure(
     }
 }
 
+/// How long sessions are given to settle where a test wants them.
+const SETTLE: Duration = Duration::from_secs(60);
+/// How long sessions are given to come back to a rejoined server before
+/// the leave-and-rejoin is tried again, and how many times it is tried.
+const REJOIN_SETTLE: Duration = Duration::from_secs(15);
+const REJOIN_ATTEMPTS: usize = 3;
+
 /// Where the sessions are once `done` holds of it (and all are connected),
-/// or a failed test after 60 s.
+/// or a failed test after `within`.
 async fn settle(
     ports: &[u16],
     clients: &[Client],
+    within: Duration,
     done: impl Fn(&BTreeMap<u16, usize>) -> bool,
 ) -> BTreeMap<u16, usize> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    match settled(ports, clients, within, &done).await {
+        Some(on) => on,
+        None => panic!(
+            "sessions per server: {:?}",
+            sessions_per_server(ports, clients)
+        ),
+    }
+}
+
+/// Where the sessions are once `done` holds of it (and all are
+/// connected), or None if it does not within `within`.
+async fn settled(
+    ports: &[u16],
+    clients: &[Client],
+    within: Duration,
+    done: impl Fn(&BTreeMap<u16, usize>) -> bool,
+) -> Option<BTreeMap<u16, usize>> {
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         let on = sessions_per_server(ports, clients);
         if on.values().sum::<usize>() == SESSIONS && done(&on) {
-            return on;
+            return Some(on);
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "sessions per server: {on:?}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
