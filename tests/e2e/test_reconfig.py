@@ -177,6 +177,32 @@ def test_a_wiped_server_is_replaced_and_catches_up(ens):
     ens.assert_trees_identical()
 
 
+@pytest.mark.paddock_only("ensembles are configured the Paddock way")
+def test_a_removed_server_restarted_waits_to_be_joined_again(ens):
+    """A server a reconfig removed starts again from its own data (which
+    records that it left) and waits outside every quorum, as ZooKeeper's
+    non-voting follower does, until a reconfig joins it again."""
+    leader = ens.leader()
+    removed = next(m for m in ens.members if m is not leader)
+    root = superuser(ens, leader)
+    data, _ = root.reconfig(joining=None, leaving=str(removed.id), new_members=None)
+    assert removed.id not in servers_in(data.decode())
+    assert wait_for(lambda: "the group's membership changed" in removed.log_path.read_text(
+        errors="replace").rsplit("start #", 1)[-1], timeout=10,
+        what=f"{removed.name} to apply its removal")
+    marks = ens.log_marks()
+    removed.restart(wait=False)
+    assert wait_for(lambda: "not in the ensemble's membership" in ens.log_since(marks),
+                    timeout=30, what=f"{removed.name} to say it waits outside the membership")
+    assert removed.running(), removed.log_tail()
+    ens.client(leader).create("/written-while-it-waited", b"")
+
+    data, _ = root.reconfig(joining=line_of(removed), leaving=None, new_members=None)
+    removed.wait_serving(60)
+    assert_every_server_holds(ens, ens.members, data.decode())
+    assert_seen_on(ens, removed, "/written-while-it-waited")
+
+
 def test_a_standalone_server_serves_no_reconfig(tmp_path):
     """With reconfigEnabled, a standalone server answers Unimplemented, as
     ZooKeeper's does (it has no leader to reconfigure)."""

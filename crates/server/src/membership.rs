@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use tree::DataTree;
 
-use crate::config::{ServerConfig, ServerSpec};
+use crate::config::{ConfigError, ServerConfig, ServerSpec};
 
 /// Where the membership is published (`ZooDefs.CONFIG_NODE`).
 pub const CONFIG_NODE: &str = "/zookeeper/config";
@@ -58,6 +58,27 @@ pub fn reconfigured(tree: &DataTree) -> Option<Vec<ServerSpec>> {
     }
     let (servers, _) = parse_config_text(&String::from_utf8_lossy(&text?)).ok()?;
     (!servers.is_empty()).then_some(servers)
+}
+
+/// The servers a restart runs with after a reconfig: the membership the
+/// tree records, and this server's own line from zoo.cfg when a reconfig
+/// removed it. Such a server is in no quorum (raft's membership comes
+/// from the snapshot, which leaves it out): it waits, as ZooKeeper's
+/// non-voting follower does, for a reconfig to join it again.
+pub fn with_self(
+    members: &[ServerSpec],
+    config: &ServerConfig,
+) -> Result<Vec<ServerSpec>, ConfigError> {
+    let my_id = config.my_id()?;
+    let mut servers = members.to_vec();
+    if !members.iter().any(|s| s.id == my_id) {
+        let own = config.servers.iter().find(|s| s.id == my_id);
+        servers.extend(own.cloned());
+        tracing::warn!(
+            "server.{my_id} is not in the ensemble's membership (a reconfig removed it): it takes no part in any quorum until a reconfig joins it again"
+        );
+    }
+    Ok(servers)
 }
 
 /// Writes zoo.cfg's membership into `tree` as every server does when it

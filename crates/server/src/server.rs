@@ -138,7 +138,7 @@ pub async fn run(
                 "the configuration files list other servers than the ensemble's last committed membership, which is used; change the membership with reconfig"
             );
         }
-        config.servers = servers.clone();
+        config.servers = crate::membership::with_self(servers, &config)?;
     }
     crate::membership::install(&mut tree, &config);
     let ensemble = Ensemble::from_config(&config)?;
