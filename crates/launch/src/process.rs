@@ -90,6 +90,14 @@ impl Server {
         )
     }
 
+    /// The server's `server.N` line as a reconfig makes it an observer.
+    pub fn observing_line(&self) -> String {
+        format!(
+            "server.{}=127.0.0.1:{}:{}:observer;127.0.0.1:{}",
+            self.plan.id, self.plan.peer_port, self.plan.election_port, self.plan.client_port
+        )
+    }
+
     pub fn client_address(&self) -> String {
         format!("127.0.0.1:{}", self.plan.client_port)
     }

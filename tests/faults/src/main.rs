@@ -1,7 +1,8 @@
 //! `faults`: Paddock under faults, proven by its clients' histories.
 //!
-//! For each named scenario: a fresh 3-server Paddock ensemble whose peer
-//! links run through fault-injecting proxies; workers on every server
+//! For each named scenario: a fresh 3-server Paddock ensemble (five for
+//! `membership`) whose peer links run through fault-injecting proxies
+//! (none when the scenario reconfigures); workers on every server
 //! perform reads, writes, compare-and-sets, creates and deletes on a few
 //! znodes while the nemesis kills, pauses, partitions or wipes servers;
 //! then everything is healed, every key read once more, and the history
@@ -75,7 +76,8 @@ struct Run {
     seed: u64,
     ops: usize,
     unknown: usize,
-    faults: usize,
+    /// What the nemesis did, in order.
+    faults: Vec<String>,
     problems: Vec<String>,
 }
 
@@ -121,13 +123,16 @@ fn run(args: Args) -> anyhow::Result<bool> {
                 "   {} operations ({} of unknown outcome), {} faults: {}",
                 run.ops,
                 run.unknown,
-                run.faults,
+                run.faults.len(),
                 if run.problems.is_empty() {
                     "ok"
                 } else {
                     "FAILED"
                 }
             );
+            for fault in &run.faults {
+                eprintln!("   - {fault}");
+            }
             for problem in &run.problems {
                 eprintln!("   {problem}");
             }
@@ -140,7 +145,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
     }
     let failed = runs.iter().filter(|r| !r.problems.is_empty()).count();
     let ops: usize = runs.iter().map(|r| r.ops).sum();
-    let faults: usize = runs.iter().map(|r| r.faults).sum();
+    let faults: usize = runs.iter().map(|r| r.faults.len()).sum();
     println!(
         "faults: {} scenario runs, {ops} operations checked, {faults} faults injected",
         runs.len()
@@ -153,7 +158,7 @@ fn run(args: Args) -> anyhow::Result<bool> {
 }
 
 async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Result<Run> {
-    let servers = 3;
+    let servers = scenario.servers();
     let links = Links::bind(&(1..=servers).collect::<Vec<_>>()).await?;
     let ports: Vec<Ports> = (0..servers)
         .map(|_| Ports::free())
@@ -169,11 +174,10 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
         std::fs::remove_dir_all(&dir).with_context(|| format!("clearing {}", dir.display()))?;
     }
     let shim = Shim::new(&dir.join("shim"), servers)?;
-    // A reconfig gives every server one address for each: the proxies,
-    // which each server reaches its peers through, cannot be kept.
-    let proxied = match scenario {
-        Scenario::Reconfig => BTreeMap::new(),
-        _ => links.ports().clone(),
+    let proxied = if scenario.reconfigures() {
+        BTreeMap::new()
+    } else {
+        links.ports().clone()
     };
     let spec = Spec {
         env: shim.env(),
@@ -266,7 +270,7 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
         seed,
         ops: history.ops().len(),
         unknown,
-        faults: injected.faults.len(),
+        faults: injected.faults,
         problems,
     };
     drop(cluster);

@@ -1,6 +1,7 @@
 //! The named fault scenarios: what the nemesis does to the ensemble while
 //! the workers run, and how it puts everything right afterwards.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -43,13 +44,19 @@ pub enum Scenario {
     /// back; half of the time a server (perhaps the leader) is killed the
     /// moment the removal is sent, so the change meets a crash midway.
     Reconfig,
+    /// Five servers whose membership changes under load: shrink to three
+    /// voters, grow back, replace a voter by a server outside, move a
+    /// voter to observer and back; half of the time a server (perhaps the
+    /// leader) is killed the moment the change is sent.
+    Membership,
     /// A bit of everything, one fault at a time.
     Mixed,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 12] = [
+    pub const ALL: [Scenario; 13] = [
         Scenario::Reconfig,
+        Scenario::Membership,
         Scenario::KillLeader,
         Scenario::KillFollower,
         Scenario::PauseLeader,
@@ -76,8 +83,23 @@ impl Scenario {
             Scenario::SlowDisk => "slow-disk",
             Scenario::ClockJump => "clock-jump",
             Scenario::Reconfig => "reconfig",
+            Scenario::Membership => "membership",
             Scenario::Mixed => "mixed",
         }
+    }
+
+    /// How many servers its ensemble has.
+    pub fn servers(self) -> usize {
+        match self {
+            Scenario::Membership => 5,
+            _ => 3,
+        }
+    }
+
+    /// Whether it changes the membership, which gives every server one
+    /// address for each: the peer-link proxies cannot be kept.
+    pub fn reconfigures(self) -> bool {
+        matches!(self, Scenario::Reconfig | Scenario::Membership)
     }
 }
 
@@ -99,10 +121,10 @@ pub struct Levers<'a> {
 /// The superuser's password on every server, for reconfig.
 pub const SUPER_PASSWORD: &str = "faults";
 
-/// A fault the `mixed` scenario may pick: all but reconfig, whose
-/// ensembles have no proxied links to partition, and mixed itself.
+/// A fault the `mixed` scenario may pick: all but the membership changes,
+/// whose ensembles have no proxied links to partition, and mixed itself.
 fn mixable(scenario: Scenario) -> bool {
-    !matches!(scenario, Scenario::Reconfig | Scenario::Mixed)
+    !scenario.reconfigures() && scenario != Scenario::Mixed
 }
 
 /// Injects the scenario's faults until `stop`, then heals everything and
@@ -144,9 +166,11 @@ pub fn nemesis(
             .collect();
         let victim = match fault {
             Scenario::KillLeader | Scenario::PauseLeader | Scenario::PartitionLeader => leader,
-            Scenario::SlowDisk | Scenario::ClockJump | Scenario::WipeVoter | Scenario::Reconfig => {
-                rng.gen_range(0..cluster.servers().len())
-            }
+            Scenario::SlowDisk
+            | Scenario::ClockJump
+            | Scenario::WipeVoter
+            | Scenario::Reconfig
+            | Scenario::Membership => rng.gen_range(0..cluster.servers().len()),
             _ => match followers.choose(&mut rng) {
                 Some(&f) => f,
                 None => continue,
@@ -259,13 +283,50 @@ pub fn nemesis(
                 }
                 runtime.block_on(ensure_members(cluster))?;
             }
+            Scenario::Membership => {
+                let config = runtime.block_on(members(&cluster.connect_string()));
+                let Ok(config) = config else {
+                    continue;
+                };
+                let Some(change) = Change::pick(cluster, &config, &mut rng) else {
+                    continue;
+                };
+                what = change.describe(cluster);
+                let crash = rng
+                    .gen_bool(0.5)
+                    .then(|| rng.gen_range(0..cluster.servers().len()));
+                let sent = runtime.spawn(reconfig(
+                    cluster.connect_string(),
+                    change.joining(cluster),
+                    change.leaving(cluster),
+                ));
+                if let Some(crashed) = crash {
+                    what += &format!(
+                        " with server.{} killed midway",
+                        cluster.servers()[crashed].id()
+                    );
+                    cluster.server(crashed).kill();
+                }
+                what += match runtime.block_on(sent)? {
+                    Ok(()) => ", done",
+                    Err(_) => ", lost",
+                };
+                sleep_unless_stopped(stop, hold);
+                if let Some(crashed) = crash {
+                    cluster.server(crashed).restart()?;
+                }
+            }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
         }
         injected.faults.push(format!("{what} for {hold} ms"));
     }
     heal(cluster, links, shim)?;
-    if scenario == Scenario::Reconfig {
+    // A server a reconfig left out serves once it is joined again.
+    if scenario.reconfigures() {
         runtime.block_on(ensure_members(cluster))?;
+    }
+    for i in 0..cluster.servers().len() {
+        cluster.server(i).wait_serving(launch::START_TIMEOUT)?;
     }
     Ok(injected)
 }
@@ -287,40 +348,45 @@ async fn reconfig(
     result.map(drop)
 }
 
-/// Joins back every server the configuration lacks, retrying while the
-/// ensemble recovers (a reconfig meeting a leader change is lost).
+/// Joins back every server the configuration lacks and makes every
+/// observer a participant again, retrying while the ensemble recovers (a
+/// reconfig meeting a leader change is lost).
 async fn ensure_members(cluster: &Cluster) -> anyhow::Result<()> {
     let deadline = Instant::now() + launch::START_TIMEOUT;
     loop {
-        let missing: Vec<String> = match members(&cluster.connect_string()).await {
-            Ok(ids) => cluster
-                .servers()
-                .iter()
-                .filter(|s| !ids.contains(&s.id()))
-                .map(|s| s.joining_line())
-                .collect(),
-            Err(_) => vec![String::new()],
-        };
-        if missing.is_empty() {
+        let joining: Option<Vec<String>> =
+            members(&cluster.connect_string()).await.ok().map(|config| {
+                cluster
+                    .servers()
+                    .iter()
+                    .filter(|s| config.get(&s.id()) != Some(&Role::Participant))
+                    .map(|s| s.joining_line())
+                    .collect()
+            });
+        if joining.as_ref().is_some_and(Vec::is_empty) {
             return Ok(());
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "the ensemble's configuration still lacks servers: {missing:?}"
+            "the ensemble's configuration still lacks participants: {joining:?}"
         );
-        let joining = missing
-            .into_iter()
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>();
-        if !joining.is_empty() {
+        if let Some(joining) = joining {
             let _ = reconfig(cluster.connect_string(), Some(joining.join(",")), None).await;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
-/// The server ids of the ensemble's configuration, read after a sync.
-async fn members(connect: &str) -> Result<Vec<usize>, client::Error> {
+/// A server's part in the configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Participant,
+    Observer,
+}
+
+/// The ensemble's configuration, read after a sync: each member's id
+/// and role.
+async fn members(connect: &str) -> Result<BTreeMap<usize, Role>, client::Error> {
     let zk = client::Client::connect(connect, client::ConnectOptions::new()).await?;
     let read = async {
         zk.sync("/zookeeper/config").await?;
@@ -333,13 +399,116 @@ async fn members(connect: &str) -> Result<Vec<usize>, client::Error> {
     Ok(text
         .lines()
         .filter_map(|line| line.strip_prefix("server."))
-        .filter_map(|rest| rest.split_once('=')?.0.parse().ok())
+        .filter_map(|rest| {
+            let (id, value) = rest.split_once('=')?;
+            let quorum = value.split(';').next()?;
+            let role = if quorum.ends_with(":observer") {
+                Role::Observer
+            } else {
+                Role::Participant
+            };
+            Some((id.parse().ok()?, role))
+        })
         .collect())
 }
 
-/// Every link up, disks at full speed, clocks true, every process running
-/// and serving.
-pub fn heal(cluster: &mut Cluster, links: &Links, shim: &Shim) -> anyhow::Result<()> {
+/// One change of the `membership` scenario, as server indexes.
+enum Change {
+    /// Voters leave until three are left.
+    Shrink(Vec<usize>),
+    /// Every server outside the configuration joins as a participant.
+    Grow(Vec<usize>),
+    /// A voter leaves and a server outside joins, in one request.
+    Replace { leaving: usize, joining: usize },
+    /// A voter becomes an observer.
+    ToObserver(usize),
+    /// An observer becomes a voter.
+    ToParticipant(usize),
+}
+
+/// The smallest number of voters a change leaves.
+const FEWEST_VOTERS: usize = 3;
+
+impl Change {
+    /// A change the configuration allows, at random: the servers of
+    /// `cluster` each a voter, an observer or outside.
+    fn pick(cluster: &Cluster, config: &BTreeMap<usize, Role>, rng: &mut StdRng) -> Option<Change> {
+        let of_role = |role: Option<Role>| -> Vec<usize> {
+            (0..cluster.servers().len())
+                .filter(|&i| config.get(&cluster.servers()[i].id()).copied() == role)
+                .collect()
+        };
+        let mut voters = of_role(Some(Role::Participant));
+        let observers = of_role(Some(Role::Observer));
+        let outside = of_role(None);
+        voters.shuffle(rng);
+        let mut options = Vec::new();
+        if voters.len() > FEWEST_VOTERS {
+            options.push(Change::Shrink(voters[FEWEST_VOTERS..].to_vec()));
+            options.push(Change::ToObserver(voters[0]));
+        }
+        if !outside.is_empty() {
+            options.push(Change::Grow(outside.clone()));
+        }
+        if let (Some(&leaving), Some(&joining)) = (voters.first(), outside.choose(rng)) {
+            options.push(Change::Replace { leaving, joining });
+        }
+        if let Some(&observer) = observers.choose(rng) {
+            options.push(Change::ToParticipant(observer));
+        }
+        let chosen = rng.gen_range(0..options.len().max(1));
+        options.into_iter().nth(chosen)
+    }
+
+    /// The `server.N` lines it joins, as one argument.
+    fn joining(&self, cluster: &Cluster) -> Option<String> {
+        let servers = cluster.servers();
+        let lines: Vec<String> = match self {
+            Change::Shrink(_) => return None,
+            Change::Grow(joining) => joining.iter().map(|&i| servers[i].joining_line()).collect(),
+            Change::Replace { joining, .. } | Change::ToParticipant(joining) => {
+                vec![servers[*joining].joining_line()]
+            }
+            Change::ToObserver(moving) => vec![servers[*moving].observing_line()],
+        };
+        Some(lines.join(","))
+    }
+
+    /// The server ids it removes, as one argument.
+    fn leaving(&self, cluster: &Cluster) -> Option<String> {
+        let leaving: &[usize] = match self {
+            Change::Shrink(leaving) => leaving,
+            Change::Replace { leaving, .. } => std::slice::from_ref(leaving),
+            _ => return None,
+        };
+        let ids: Vec<String> = leaving
+            .iter()
+            .map(|&i| cluster.servers()[i].id().to_string())
+            .collect();
+        Some(ids.join(","))
+    }
+
+    fn describe(&self, cluster: &Cluster) -> String {
+        let id = |i: &usize| cluster.servers()[*i].id();
+        let ids = |is: &[usize]| is.iter().map(id).collect::<Vec<_>>();
+        match self {
+            Change::Shrink(leaving) => format!("membership: {:?} leave", ids(leaving)),
+            Change::Grow(joining) => format!("membership: {:?} join", ids(joining)),
+            Change::Replace { leaving, joining } => {
+                format!(
+                    "membership: server.{} replaces server.{}",
+                    id(joining),
+                    id(leaving)
+                )
+            }
+            Change::ToObserver(i) => format!("membership: server.{} observes", id(i)),
+            Change::ToParticipant(i) => format!("membership: server.{} votes again", id(i)),
+        }
+    }
+}
+
+/// Every link up, disks at full speed, clocks true, every process running.
+fn heal(cluster: &mut Cluster, links: &Links, shim: &Shim) -> anyhow::Result<()> {
     links.heal();
     shim.heal(cluster.servers().len())?;
     for i in 0..cluster.servers().len() {
@@ -348,9 +517,6 @@ pub fn heal(cluster: &mut Cluster, links: &Links, shim: &Shim) -> anyhow::Result
         if !server.is_running() {
             server.restart()?;
         }
-    }
-    for i in 0..cluster.servers().len() {
-        cluster.server(i).wait_serving(launch::START_TIMEOUT)?;
     }
     Ok(())
 }

@@ -73,7 +73,7 @@ pub fn check_history(history: &History) -> Vec<String> {
 }
 
 /// Every server, read on its own after a sync, holds the same keys with
-/// the same data and versions.
+/// the same data and versions, and the same configuration.
 pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
     let mut copies = Vec::new();
     for server in cluster.servers() {
@@ -93,7 +93,8 @@ pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
 }
 
 /// Each key's data (`None` inside when null), version, czxid and mzxid, or
-/// `None` when the key does not exist.
+/// `None` when the key does not exist; the last entry is
+/// `/zookeeper/config`.
 type Copy = Vec<(String, Option<(Option<Vec<u8>>, i32, i64, i64)>)>;
 
 async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
@@ -114,6 +115,14 @@ async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
         };
         copy.push((path, node));
     }
+    let (config, stat) = zk.get_config().await.context("reading the configuration")?;
+    let config = (
+        config.map(|d| d.to_vec()),
+        stat.version,
+        stat.czxid,
+        stat.mzxid,
+    );
+    copy.push(("/zookeeper/config".into(), Some(config)));
     zk.close().await;
     Ok(copy)
 }
