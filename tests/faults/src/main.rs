@@ -248,7 +248,7 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     let mut problems = verify::final_reads(&cluster, &recorder, args.keys).await;
     let history = recorder.finish();
     problems.extend(verify::check_history(&history));
-    problems.extend(verify::compare_servers(&cluster, args.keys).await);
+    problems.extend(verify::compare_servers(&cluster, args.keys, scenario.reconfigures()).await);
     problems.extend(verify::dead_servers(&mut cluster));
     let unknown = history
         .ops()

@@ -189,30 +189,7 @@ pub fn nemesis(
                 cluster.server(victim).restart()?;
             }
             Scenario::WipeVoter => {
-                cluster.server(victim).kill();
-                cluster.server(victim).wipe()?;
-                cluster.server(victim).restart()?;
-                let others: Vec<usize> = (0..cluster.servers().len())
-                    .filter(|&i| {
-                        i != victim
-                            && matches!(
-                                cluster.servers()[i].mode(),
-                                Some(Mode::Leader | Mode::Follower)
-                            )
-                    })
-                    .collect();
-                let second = others
-                    .choose(&mut rng)
-                    .copied()
-                    .filter(|_| rng.gen_bool(0.5));
-                if let Some(second) = second {
-                    what += &format!(" with server.{} down", cluster.servers()[second].id());
-                    cluster.server(second).kill();
-                }
-                sleep_unless_stopped(stop, hold);
-                if let Some(second) = second {
-                    cluster.server(second).restart()?;
-                }
+                what += &wipe_voter(cluster, victim, &mut rng, stop, hold)?;
             }
             Scenario::PauseLeader | Scenario::PauseFollower => {
                 cluster.server(victim).pause();
@@ -256,65 +233,22 @@ pub fn nemesis(
                 shim.shift_realtime(id, 0)?;
             }
             Scenario::Reconfig => {
-                let crash = rng
-                    .gen_bool(0.5)
-                    .then(|| rng.gen_range(0..cluster.servers().len()));
-                let removal = runtime.spawn(reconfig(
-                    cluster.connect_string(),
-                    None,
-                    Some(id.to_string()),
-                ));
-                if let Some(crashed) = crash {
-                    what += &format!(
-                        " with server.{} killed midway",
-                        cluster.servers()[crashed].id()
-                    );
-                    cluster.server(crashed).kill();
-                }
-                let removed = runtime.block_on(removal)?;
-                what += if removed.is_ok() {
-                    ", removed"
-                } else {
-                    ", removal lost"
-                };
-                sleep_unless_stopped(stop, hold);
-                if let Some(crashed) = crash {
-                    cluster.server(crashed).restart()?;
-                }
+                let leaving = Some(id.to_string());
+                let sent = (None, leaving);
+                what += &reconfig_meeting_a_crash(cluster, &runtime, &mut rng, stop, hold, sent)?;
                 runtime.block_on(ensure_members(cluster))?;
             }
             Scenario::Membership => {
                 let config = runtime.block_on(members(&cluster.connect_string()));
-                let Ok(config) = config else {
-                    continue;
-                };
-                let Some(change) = Change::pick(cluster, &config, &mut rng) else {
+                let change = config
+                    .ok()
+                    .and_then(|config| Change::pick(cluster, &config, &mut rng));
+                let Some(change) = change else {
                     continue;
                 };
                 what = change.describe(cluster);
-                let crash = rng
-                    .gen_bool(0.5)
-                    .then(|| rng.gen_range(0..cluster.servers().len()));
-                let sent = runtime.spawn(reconfig(
-                    cluster.connect_string(),
-                    change.joining(cluster),
-                    change.leaving(cluster),
-                ));
-                if let Some(crashed) = crash {
-                    what += &format!(
-                        " with server.{} killed midway",
-                        cluster.servers()[crashed].id()
-                    );
-                    cluster.server(crashed).kill();
-                }
-                what += match runtime.block_on(sent)? {
-                    Ok(()) => ", done",
-                    Err(_) => ", lost",
-                };
-                sleep_unless_stopped(stop, hold);
-                if let Some(crashed) = crash {
-                    cluster.server(crashed).restart()?;
-                }
+                let sent = (change.joining(cluster), change.leaving(cluster));
+                what += &reconfig_meeting_a_crash(cluster, &runtime, &mut rng, stop, hold, sent)?;
             }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
         }
@@ -329,6 +263,74 @@ pub fn nemesis(
         cluster.server(i).wait_serving(launch::START_TIMEOUT)?;
     }
     Ok(injected)
+}
+
+/// Kills `victim`, wipes it and restarts it at once; half of the time
+/// another voter is down for the hold. Says which.
+fn wipe_voter(
+    cluster: &mut Cluster,
+    victim: usize,
+    rng: &mut StdRng,
+    stop: &AtomicBool,
+    hold: u64,
+) -> anyhow::Result<String> {
+    cluster.server(victim).kill();
+    cluster.server(victim).wipe()?;
+    cluster.server(victim).restart()?;
+    let others: Vec<usize> = (0..cluster.servers().len())
+        .filter(|&i| {
+            i != victim
+                && matches!(
+                    cluster.servers()[i].mode(),
+                    Some(Mode::Leader | Mode::Follower)
+                )
+        })
+        .collect();
+    let second = others.choose(rng).copied().filter(|_| rng.gen_bool(0.5));
+    let mut what = String::new();
+    if let Some(second) = second {
+        what = format!(" with server.{} down", cluster.servers()[second].id());
+        cluster.server(second).kill();
+    }
+    sleep_unless_stopped(stop, hold);
+    if let Some(second) = second {
+        cluster.server(second).restart()?;
+    }
+    Ok(what)
+}
+
+/// Sends one reconfig (`joining`, `leaving`) through any server; half of
+/// the time a server (perhaps the leader) is killed the moment it is sent,
+/// and restarted after the hold. Says what happened.
+fn reconfig_meeting_a_crash(
+    cluster: &mut Cluster,
+    runtime: &tokio::runtime::Handle,
+    rng: &mut StdRng,
+    stop: &AtomicBool,
+    hold: u64,
+    (joining, leaving): (Option<String>, Option<String>),
+) -> anyhow::Result<String> {
+    let crash = rng
+        .gen_bool(0.5)
+        .then(|| rng.gen_range(0..cluster.servers().len()));
+    let sent = runtime.spawn(reconfig(cluster.connect_string(), joining, leaving));
+    let mut what = String::new();
+    if let Some(crashed) = crash {
+        what = format!(
+            " with server.{} killed midway",
+            cluster.servers()[crashed].id()
+        );
+        cluster.server(crashed).kill();
+    }
+    what += match runtime.block_on(sent)? {
+        Ok(()) => ", done",
+        Err(_) => ", lost",
+    };
+    sleep_unless_stopped(stop, hold);
+    if let Some(crashed) = crash {
+        cluster.server(crashed).restart()?;
+    }
+    Ok(what)
 }
 
 /// One reconfig as the superuser, through any server.

@@ -73,8 +73,10 @@ pub fn check_history(history: &History) -> Vec<String> {
 }
 
 /// Every server, read on its own after a sync, holds the same keys with
-/// the same data and versions, and the same configuration.
-pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
+/// the same data and versions and, when `with_config`, the same
+/// configuration (servers reached through proxies each list their peers at
+/// their own proxies' ports).
+pub async fn compare_servers(cluster: &Cluster, keys: usize, with_config: bool) -> Vec<String> {
     let mut copies = Vec::new();
     for server in cluster.servers() {
         match read_all(&server.client_address(), keys).await {
@@ -83,19 +85,34 @@ pub async fn compare_servers(cluster: &Cluster, keys: usize) -> Vec<String> {
         }
     }
     let (first_id, first) = &copies[0];
-    copies[1..]
-        .iter()
-        .filter(|(_, copy)| copy != first)
-        .map(|(id, copy)| {
-            format!("server.{id} differs from server.{first_id}: {copy:?} vs {first:?}")
-        })
-        .collect()
+    let mut problems = Vec::new();
+    for (id, copy) in &copies[1..] {
+        if copy.keys != first.keys {
+            problems.push(format!(
+                "server.{id} differs from server.{first_id}: {:?} vs {:?}",
+                copy.keys, first.keys
+            ));
+        }
+        if with_config && copy.config != first.config {
+            problems.push(format!(
+                "server.{id}'s configuration differs from server.{first_id}'s: {:?} vs {:?}",
+                copy.config, first.config
+            ));
+        }
+    }
+    problems
 }
 
-/// Each key's data (`None` inside when null), version, czxid and mzxid, or
-/// `None` when the key does not exist; the last entry is
-/// `/zookeeper/config`.
-type Copy = Vec<(String, Option<(Option<Vec<u8>>, i32, i64, i64)>)>;
+/// A key's data (`None` when null), version, czxid and mzxid.
+type Znode = (Option<Vec<u8>>, i32, i64, i64);
+
+/// What one server holds.
+struct Copy {
+    /// Each key's znode, or `None` when the key does not exist.
+    keys: Vec<(String, Option<Znode>)>,
+    /// `/zookeeper/config`'s text and mzxid.
+    config: (String, i64),
+}
 
 async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
     let zk = Client::connect(server, ConnectOptions::new()).await?;
@@ -116,15 +133,12 @@ async fn read_all(server: &str, keys: usize) -> anyhow::Result<Copy> {
         copy.push((path, node));
     }
     let (config, stat) = zk.get_config().await.context("reading the configuration")?;
-    let config = (
-        config.map(|d| d.to_vec()),
-        stat.version,
-        stat.czxid,
-        stat.mzxid,
-    );
-    copy.push(("/zookeeper/config".into(), Some(config)));
+    let config = String::from_utf8_lossy(config.as_deref().unwrap_or_default()).into_owned();
     zk.close().await;
-    Ok(copy)
+    Ok(Copy {
+        keys: copy,
+        config: (config, stat.mzxid),
+    })
 }
 
 /// Lines of a server log worth showing when a run fails: warnings, errors
