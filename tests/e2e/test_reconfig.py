@@ -250,10 +250,14 @@ def test_a_participant_becomes_an_observer_and_back_with_new_members(ens):
     writer = ens.client(leader)
     writer.create("/seen-by-the-observer", b"")
     assert_seen_on(ens, moved, "/seen-by-the-observer")
+    assert wait_for(lambda: moved.mode() == "observer", timeout=10,
+                    what=f"{moved.name}'s srvr to say observer"), moved.mode()
     members = ",".join(line_of(m) for m in ens.members)
     data, _ = root.reconfig(joining=None, leaving=None, new_members=members)
     assert ":observer" not in data.decode()
     assert_every_server_holds(ens, ens.members, data.decode())
+    assert wait_for(lambda: moved.mode() in ("follower", "leader"), timeout=10,
+                    what=f"{moved.name}'s srvr to say it votes again"), moved.mode()
 
 
 @pytest.mark.paddock_only("ensembles are configured the Paddock way")

@@ -56,10 +56,6 @@ impl Ensemble {
         }))
     }
 
-    pub fn is_observer(&self) -> bool {
-        self.learners.contains(&self.my_id)
-    }
-
     pub fn transport_config(&self) -> TransportConfig {
         TransportConfig::new(self.my_id, self.listen, self.peers.clone())
     }

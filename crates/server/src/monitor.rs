@@ -267,16 +267,20 @@ impl Monitor {
 }
 
 pub(crate) fn mode(shared: &Shared) -> &'static str {
-    let Some((ensemble, _)) = &shared.peers else {
+    if shared.peers.is_none() {
         return "standalone";
-    };
+    }
     if shared.read_only.is_active() {
         return "read-only";
     }
-    if ensemble.is_observer() {
+    // The membership as of now: a reconfig may have moved this server
+    // between participant and observer since zoo.cfg was read.
+    let status = shared.consensus.status();
+    let membership = status.membership();
+    if membership.learners.contains(&shared.server_id) {
         return "observer";
     }
-    match shared.consensus.status().role() {
+    match status.role() {
         Role::Leader => "leader",
         Role::Follower | Role::Candidate => "follower",
     }
@@ -389,7 +393,7 @@ pub(crate) fn monitor_values(
 /// words it, and, on the leader, the learners it is in touch with.
 fn peer_values(shared: &Shared) -> Vec<(&'static str, MonitorValue)> {
     use MonitorValue::{Int, Text};
-    let Some((ensemble, network)) = &shared.peers else {
+    let Some((_, network)) = &shared.peers else {
         return Vec::new();
     };
     let status = shared.consensus.status();
@@ -405,9 +409,10 @@ fn peer_values(shared: &Shared) -> Vec<(&'static str, MonitorValue)> {
     ];
     if mode(shared) == "leader" {
         let connected = network.connected_peers();
+        let membership = status.membership();
         let voters = connected
             .iter()
-            .filter(|id| ensemble.voters.contains(id))
+            .filter(|id| membership.voters.contains(id))
             .count();
         let observers = connected.len() - voters;
         values.extend([
