@@ -163,6 +163,7 @@ impl ApplyLoop {
         for entry in batch {
             last = Some((entry.index, entry.term));
             if let Some(membership) = entry.membership {
+                self.follow_membership(&membership);
                 self.membership = membership;
                 self.membership_snapshot = Some((entry.index, entry.term));
             }
@@ -208,6 +209,18 @@ impl ApplyLoop {
             self.start_snapshot(last_index, last_term);
         }
         Ok(())
+    }
+
+    /// A membership change divides the requests in process this server
+    /// allows anew, as ZooKeeper divides them among the voters it has now.
+    fn follow_membership(&self, membership: &Membership) {
+        let observer = membership.learners.contains(&self.shared.server_id);
+        let limit = self
+            .shared
+            .config
+            .limits
+            .outstanding_limit(membership.voters.len(), observer);
+        self.shared.requests.set_outstanding_limit(limit);
     }
 
     /// After a reconfig: the peer transport talks to the new members at

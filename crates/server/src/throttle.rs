@@ -81,8 +81,9 @@ pub struct RequestGate {
     /// Readers waiting on a limit: only then does an answer wake them.
     waiting: AtomicUsize,
     released: Notify,
-    /// `globalOutstandingLimit` as this server applies it.
-    outstanding_limit: i64,
+    /// `globalOutstandingLimit` as this server applies it, which depends
+    /// on the membership (see [`RequestGate::set_outstanding_limit`]).
+    outstanding_limit: AtomicI64,
     throttler: RequestThrottleConfig,
     large: LargeRequests,
     pub counts: ThrottleCounts,
@@ -134,10 +135,17 @@ impl RequestGate {
             held: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
             released: Notify::new(),
-            outstanding_limit,
+            outstanding_limit: AtomicI64::new(outstanding_limit),
             throttler,
             counts: ThrottleCounts::default(),
         }
+    }
+
+    /// A new limit of requests in process, when a reconfig changed the
+    /// membership it is divided by.
+    pub fn set_outstanding_limit(&self, limit: i64) {
+        self.outstanding_limit.store(limit, Ordering::Relaxed);
+        self.wake();
     }
 
     /// Requests in process: ZooKeeper's `outstanding_requests`.
@@ -171,8 +179,8 @@ impl RequestGate {
     /// ZooKeeper's `shouldThrottle`: whether a connection with `own`
     /// requests in process must not be read for now.
     pub fn must_pause(&self, own: usize) -> bool {
-        let over =
-            |count: &AtomicUsize| self.outstanding_limit < count.load(Ordering::SeqCst) as i64;
+        let limit = self.outstanding_limit.load(Ordering::Relaxed);
+        let over = |count: &AtomicUsize| limit < count.load(Ordering::SeqCst) as i64;
         own > 0 && (over(&self.in_process) || over(&self.held))
     }
 
@@ -506,6 +514,31 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(first);
         assert!(waiter.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_raised_limit_lets_a_paused_connection_go_on() {
+        let gate = Arc::new(RequestGate::new(
+            1,
+            RequestThrottleConfig::default(),
+            LargeRequests::new(-1, 0),
+        ));
+        let a: Arc<AtomicUsize> = Arc::default();
+        let _first = gate.enter(&a, 10).unwrap();
+        let _second = gate.enter(&a, 10).unwrap();
+        let waiter = {
+            let gate = gate.clone();
+            let a = a.clone();
+            tokio::spawn(async move { gate.paused(&a, &CancellationToken::new()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiter.is_finished());
+        // A reconfig left fewer voters to divide the limit by.
+        gate.set_outstanding_limit(2);
+        assert!(waiter.await.unwrap());
+        assert!(!gate.must_pause(2));
+        gate.set_outstanding_limit(1);
+        assert!(gate.must_pause(2));
     }
 
     #[tokio::test]
