@@ -13,7 +13,7 @@ use crate::machine::Machine;
 use crate::measure::Measurement;
 use crate::report;
 use crate::workloads::{
-    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart,
+    barrier, children, crud, elections, failover, latency, mix, rate, rebalance, rolling_restart,
     session_storm, statesize, treesize, watch, Job,
 };
 
@@ -228,6 +228,18 @@ fn plan(quick: bool) -> Vec<Planned> {
                 ..failover_args
             }),
         ));
+        // Snapshots every 100,000 writes, as by default: several within
+        // the ten minutes at this rate.
+        runs.push(planned(
+            3,
+            Job::Elections(elections::ElectionsArgs {
+                minutes: 10.0,
+                sessions: 32,
+                outstanding: 16,
+                read_ratio: 0.5,
+                value_size: 1024,
+            }),
+        ));
     }
     runs
 }
@@ -237,7 +249,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     if !args.only.is_empty() {
         planned.retain(|p| args.only.iter().any(|name| name == p.job.name()));
         if planned.is_empty() {
-            bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, failover-sigterm, rolling-restart, rebalance, rate, session-storm");
+            bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, failover-sigterm, elections, rolling-restart, rebalance, rate, session-storm");
         }
     }
     std::fs::create_dir_all(&args.data_dir)?;

@@ -5,7 +5,8 @@
 //!
 //! Layout:
 //! - `workloads`: one module per experiment (mix, latency, crud, barrier,
-//!   watch, treesize, statesize, failover, rebalance, rate, session-storm) and
+//!   watch, treesize, statesize, failover, elections, rebalance, rate,
+//!   session-storm) and
 //!   [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
@@ -31,7 +32,7 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, children, crud, failover, latency, mix, rate, rebalance, rolling_restart,
+    barrier, children, crud, elections, failover, latency, mix, rate, rebalance, rolling_restart,
     session_storm, statesize, treesize, watch, Job,
 };
 
@@ -116,6 +117,14 @@ enum BenchCommand {
         #[command(flatten)]
         args: failover::FailoverArgs,
     },
+    /// Minutes of saturating load on an ensemble while every server is
+    /// polled: leader changes (spurious elections) counted and timed.
+    Elections {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: elections::ElectionsArgs,
+    },
     /// One znode with millions of children: created, counted, listed page
     /// by page and in one reply, deleted.
     Children {
@@ -173,6 +182,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::Treesize { common, args } => (common, Job::TreeSize(args)),
         BenchCommand::Statesize { common, args } => (common, Job::StateSize(args)),
         BenchCommand::Failover { common, args } => (common, Job::Failover(args)),
+        BenchCommand::Elections { common, args } => (common, Job::Elections(args)),
         BenchCommand::Children { common, args } => (common, Job::Children(args)),
         BenchCommand::RollingRestart { common, args } => (common, Job::RollingRestart(args)),
         BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),

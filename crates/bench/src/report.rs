@@ -382,6 +382,20 @@ impl Results<'_> {
             goal: "under 0.05 s (leadership handed over)",
             met: paddock.map(|p| p < 0.05),
         });
+        let elections = |system| {
+            let changes = |metric| self.metric(3, "elections", system, "leadership", metric);
+            Some(changes("leader_changes")? + changes("leaderless_stretches")?)
+        };
+        let paddock = elections(System::Paddock);
+        lines.push(Line {
+            what: "leader changes and leaderless stretches in 10 minutes of saturating load, no server failing (3-server ensemble)".into(),
+            unit: "count",
+            zk: elections(System::Zookeeper),
+            paddock,
+            higher_better: false,
+            goal: "none",
+            met: paddock.map(|p| p == 0.0),
+        });
         let restarts =
             |system, metric| self.metric(3, "rolling-restart", system, "all restarts", metric);
         let paddock = restarts(System::Paddock, "max_gap_s");

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-pub use probe::{four_letter_word, Mode};
+pub use probe::{four_letter_word, mode, Mode};
 pub use process::{cpu_time, kill, log_tail, rss_bytes, terminate, Server};
 pub use spec::{Flavor, Ports, Spec};
 

@@ -28,7 +28,7 @@ pub fn four_letter_word(addr: SocketAddr, word: &str, timeout: Duration) -> Opti
 
 /// The mode `srvr` reports; None while the server does not serve (it
 /// answers "not currently serving requests" without a Mode line).
-pub(crate) fn mode(addr: SocketAddr) -> Option<Mode> {
+pub fn mode(addr: SocketAddr) -> Option<Mode> {
     let out = four_letter_word(addr, "srvr", Duration::from_secs(2))?;
     let mode = out.lines().find_map(|line| line.strip_prefix("Mode: "))?;
     match mode.trim() {

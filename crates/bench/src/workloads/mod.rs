@@ -4,6 +4,7 @@
 pub mod barrier;
 pub mod children;
 pub mod crud;
+pub mod elections;
 pub mod failover;
 pub mod latency;
 pub mod mix;
@@ -29,6 +30,7 @@ pub enum Job {
     TreeSize(treesize::TreeSizeArgs),
     StateSize(statesize::StateSizeArgs),
     Failover(failover::FailoverArgs),
+    Elections(elections::ElectionsArgs),
     Children(children::ChildrenArgs),
     RollingRestart(rolling_restart::RollingRestartArgs),
     Rebalance(rebalance::RebalanceArgs),
@@ -47,6 +49,7 @@ impl Job {
             Job::TreeSize(_) => "treesize",
             Job::StateSize(_) => "statesize",
             Job::Failover(a) => a.name(),
+            Job::Elections(_) => "elections",
             Job::Children(_) => "children",
             Job::RollingRestart(_) => "rolling-restart",
             Job::Rebalance(_) => "rebalance",
@@ -76,6 +79,7 @@ impl Job {
             Job::TreeSize(a) => a.flags(),
             Job::StateSize(a) => a.flags(),
             Job::Failover(a) => a.flags(),
+            Job::Elections(a) => a.flags(),
             Job::Children(a) => a.flags(),
             Job::RollingRestart(a) => a.flags(),
             Job::Rebalance(a) => a.flags(),
@@ -94,6 +98,7 @@ impl Job {
             Job::TreeSize(a) => treesize::run(a, deployment).await,
             Job::StateSize(a) => statesize::run(a, deployment).await,
             Job::Failover(a) => failover::run(a, deployment).await,
+            Job::Elections(a) => elections::run(a, deployment).await,
             Job::Children(a) => children::run(a, deployment).await,
             Job::RollingRestart(a) => rolling_restart::run(a, deployment).await,
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
