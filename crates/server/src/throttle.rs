@@ -505,15 +505,24 @@ mod tests {
         assert!(gate.must_pause(2) && !gate.must_pause(0));
         let never = CancellationToken::new();
         assert!(gate.paused(&b, &never).await);
+        let waiter = paused_in_background(&gate, &a).await;
+        drop(first);
+        assert!(waiter.await.unwrap());
+    }
+
+    /// A task waiting until connection `own` may be read again, checked to
+    /// be still waiting.
+    async fn paused_in_background(
+        gate: &Arc<RequestGate>,
+        own: &Arc<AtomicUsize>,
+    ) -> tokio::task::JoinHandle<bool> {
         let waiter = {
-            let gate = gate.clone();
-            let a = a.clone();
-            tokio::spawn(async move { gate.paused(&a, &CancellationToken::new()).await })
+            let (gate, own) = (gate.clone(), own.clone());
+            tokio::spawn(async move { gate.paused(&own, &CancellationToken::new()).await })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiter.is_finished());
-        drop(first);
-        assert!(waiter.await.unwrap());
+        waiter
     }
 
     #[tokio::test]
@@ -526,13 +535,7 @@ mod tests {
         let a: Arc<AtomicUsize> = Arc::default();
         let _first = gate.enter(&a, 10).unwrap();
         let _second = gate.enter(&a, 10).unwrap();
-        let waiter = {
-            let gate = gate.clone();
-            let a = a.clone();
-            tokio::spawn(async move { gate.paused(&a, &CancellationToken::new()).await })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!waiter.is_finished());
+        let waiter = paused_in_background(&gate, &a).await;
         // A reconfig left fewer voters to divide the limit by.
         gate.set_outstanding_limit(2);
         assert!(waiter.await.unwrap());
