@@ -214,13 +214,10 @@ impl ApplyLoop {
     /// A membership change divides the requests in process this server
     /// allows anew, as ZooKeeper divides them among the voters it has now.
     fn follow_membership(&self, membership: &Membership) {
-        let observer = membership.learners.contains(&self.shared.server_id);
-        let limit = self
-            .shared
-            .config
-            .limits
-            .outstanding_limit(membership.voters.len(), observer);
-        self.shared.requests.set_outstanding_limit(limit);
+        let shared = &self.shared;
+        let limit =
+            crate::membership::outstanding_limit(&shared.config, membership, shared.server_id);
+        shared.requests.set_outstanding_limit(limit);
     }
 
     /// After a reconfig: the peer transport talks to the new members at

@@ -6,6 +6,7 @@
 //! configuration read from zoo.cfg is version 0.
 
 use bytes::Bytes;
+use consensus::Membership;
 use tree::DataTree;
 
 use crate::config::{ConfigError, ServerConfig, ServerSpec};
@@ -79,6 +80,16 @@ pub fn with_self(
         );
     }
     Ok(servers)
+}
+
+/// The requests in process server `id` allows under `membership`:
+/// `globalOutstandingLimit` divided among the voters as ZooKeeper divides
+/// it, at start and after every change.
+pub fn outstanding_limit(config: &ServerConfig, membership: &Membership, id: u64) -> i64 {
+    let observer = membership.learners.contains(&id);
+    config
+        .limits
+        .outstanding_limit(membership.voters.len(), observer)
 }
 
 /// Writes zoo.cfg's membership into `tree` as every server does when it

@@ -195,7 +195,7 @@ pub async fn run(
         next_connection_id: AtomicU64::new(1),
         sockets_per_ip: Mutex::new(HashMap::new()),
         client_sockets_max,
-        requests: Arc::new(request_gate(&config, server_id)),
+        requests: Arc::new(request_gate(&config, &membership, server_id)),
         client_tls,
         connection_throttle: ConnectionThrottle::new(config.limits.connection_throttle.clone()),
         stats: Stats::default(),
@@ -555,14 +555,9 @@ fn stopped(
 
 /// `globalOutstandingLimit` and the request throttler, as this server's
 /// place in the ensemble divides the limit.
-fn request_gate(config: &ServerConfig, server_id: u64) -> RequestGate {
-    let voters = config.servers.iter().filter(|s| !s.observer).count();
-    let observer = config
-        .servers
-        .iter()
-        .any(|s| s.id == server_id && s.observer);
+fn request_gate(config: &ServerConfig, membership: &Membership, server_id: u64) -> RequestGate {
     RequestGate::new(
-        config.limits.outstanding_limit(voters, observer),
+        crate::membership::outstanding_limit(config, membership, server_id),
         config.limits.request_throttle.clone(),
         LargeRequests::new(
             config.limits.large_request_threshold,
