@@ -187,9 +187,13 @@ def test_a_removed_server_restarted_waits_to_be_joined_again(ens):
     root = superuser(ens, leader)
     data, _ = root.reconfig(joining=None, leaving=str(removed.id), new_members=None)
     assert removed.id not in servers_in(data.decode())
-    assert wait_for(lambda: "the group's membership changed" in removed.log_path.read_text(
-        errors="replace").rsplit("start #", 1)[-1], timeout=10,
-        what=f"{removed.name} to apply its removal")
+    def removal_in_a_snapshot():
+        # The snapshot taken after the change, which a restart starts from.
+        log = removed.log_path.read_text(errors="replace").rsplit("start #", 1)[-1]
+        _, found, after = log.partition("the group's membership changed")
+        return found and "snapshot written" in after
+    assert wait_for(removal_in_a_snapshot, timeout=10,
+                    what=f"{removed.name} to snapshot its removal")
     marks = ens.log_marks()
     removed.restart(wait=False)
     assert wait_for(lambda: "not in the ensemble's membership" in ens.log_since(marks),
