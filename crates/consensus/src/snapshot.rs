@@ -224,11 +224,26 @@ impl Snapshots {
     /// The newest valid snapshot: its metadata and a reader positioned at
     /// the state machine's bytes.
     pub fn latest(&self) -> Result<Option<(SnapshotMeta, SnapshotReader)>, Error> {
-        let Some((_, mut reader)) = self.store.latest()? else {
+        let Some((_, reader)) = self.store.latest()? else {
             return Ok(None);
         };
+        Self::with_meta(reader).map(Some)
+    }
+
+    /// The valid snapshot at `index`, as [`Self::latest`] gives it, or
+    /// `Ok(None)` if there is none. A snapshot raft has just installed may
+    /// no longer be the newest: the leader can send a newer one right
+    /// after it.
+    pub fn at(&self, index: u64) -> Result<Option<(SnapshotMeta, SnapshotReader)>, Error> {
+        let Some(reader) = self.store.at(index)? else {
+            return Ok(None);
+        };
+        Self::with_meta(reader).map(Some)
+    }
+
+    fn with_meta(mut reader: SnapshotReader) -> Result<(SnapshotMeta, SnapshotReader), Error> {
         let meta = SnapshotMeta::read_from(&mut reader)?;
-        Ok(Some((meta, reader)))
+        Ok((meta, reader))
     }
 }
 

@@ -110,15 +110,17 @@ impl ApplyLoop {
     /// durable in the snapshot directory. Watches are not fired for what
     /// the snapshot changed; sessions it holds get a fresh full timeout.
     fn restore(&mut self, meta: &SnapshotMeta) -> Result<(), ApplyError> {
-        let loaded = self.snapshots.latest().map_err(|e| ApplyError::Restore {
-            index: meta.index,
-            reason: e.to_string(),
-        })?;
-        let Some((found, mut reader)) = loaded.filter(|(found, _)| found.index == meta.index)
-        else {
+        let loaded = self
+            .snapshots
+            .at(meta.index)
+            .map_err(|e| ApplyError::Restore {
+                index: meta.index,
+                reason: e.to_string(),
+            })?;
+        let Some((found, mut reader)) = loaded else {
             return Err(ApplyError::Restore {
                 index: meta.index,
-                reason: "it is not the newest snapshot on disk".into(),
+                reason: "it is no longer on disk (newer snapshots replaced it)".into(),
             });
         };
         let mut tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {

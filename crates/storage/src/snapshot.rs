@@ -313,6 +313,16 @@ impl SnapshotStore {
         }
     }
 
+    /// The snapshot at `index`, verified, or `Ok(None)` if there is none
+    /// (never taken, or pruned since).
+    pub fn at(&self, index: u64) -> Result<Option<SnapshotReader>, StorageError> {
+        if !self.snapshot_indices()?.contains(&index) {
+            return Ok(None);
+        }
+        let path = self.dir.join(snapshot_name(index));
+        self.verify(&path, index).map(Some)
+    }
+
     /// Reads `path` once through, checking header, trailer and checksum; on
     /// success returns a reader over the payload of the same open file.
     fn verify(&self, path: &Path, index: u64) -> Result<SnapshotReader, StorageError> {

@@ -89,6 +89,28 @@ fn only_the_newest_retain_snapshots_are_kept() {
 }
 
 #[test]
+fn a_snapshot_is_found_by_its_index_until_pruned() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    let at = |index| {
+        store.at(index).expect("at").map(|mut reader| {
+            let mut data = Vec::new();
+            reader.read_to_end(&mut data).expect("read payload");
+            data
+        })
+    };
+    save(&store, 5, 2, &payload(5, 300));
+    save(&store, 6, 2, &payload(6, 200));
+    // An older snapshot than the newest, as raft installs one the leader
+    // has already followed with a newer one.
+    assert_eq!(at(5), Some(payload(5, 300)));
+    assert_eq!(at(6), Some(payload(6, 200)));
+    assert_eq!(at(7), None);
+    save(&store, 7, 2, &payload(7, 100));
+    assert_eq!(at(5), None, "pruned");
+}
+
+#[test]
 fn a_corrupt_newest_snapshot_falls_back_to_the_older_one() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = SnapshotStore::open(tmp.path()).expect("open");
