@@ -322,9 +322,10 @@ def test_the_shell_reconfigures_with_remove_and_add(ens, cli):
     env = dict(os.environ, TZ="UTC", JAVA_TOOL_OPTIONS="-XX:TieredStopAtLevel=1")
     argv = ([ZK_CLI, "-server", follower.hosts] if cli == "zkCli"
             else [str(paddock_bin()), "shell", follower.hosts])
-    out = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=120,
-                         env=env).stdout
-    assert out.count("Committed new configuration:") == 2, out
+    run = subprocess.run(argv, input=script, capture_output=True, text=True, timeout=120,
+                         env=env)
+    out = run.stdout
+    assert out.count("Committed new configuration:") == 2, out + run.stderr
     without = [line for line in out.splitlines() if line.startswith("server.")]
     # The first answer lists two servers, the second and `config` three.
     assert len(without) == 2 + 3 + 3, out

@@ -145,11 +145,22 @@ def _ephemeral_start() -> int:
         return 32768
 
 
+def _worker_ports(ports: range) -> range:
+    """This pytest-xdist worker's share of `ports` (all of them without
+    xdist): workers run tests side by side, and two that checked the same
+    free port could both start a server on it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return ports
+    return ports[int(worker[2:]) % count::count]
+
+
 # Ports come from below the kernel's ephemeral range and are never handed
 # out twice by this process: a port the kernel picked for port 0 may be
 # picked again for the next caller, or taken by an outgoing connection
 # before the server binds it (crates/launch/src/port.rs does the same).
-_PORTS = range(10000, max(_ephemeral_start(), 11000))
+_PORTS = _worker_ports(range(10000, max(_ephemeral_start(), 11000)))
 _port_cursor = (os.getpid() * 7919 + time.time_ns()) % len(_PORTS)
 
 
