@@ -175,7 +175,14 @@ def test_large_requests_past_their_maximum_close_the_connection(server_factory):
     c = RawClient(s.host, s.port)
     assert c.create("/large", b"")[0] == 0
     body = Writer().string("/large").buffer(b"v" * 2000).int(-1).bytes()
-    xids = [c.submit(Op.setData, body) for _ in range(10)]
+    xids = []
+    for _ in range(10):
+        try:
+            xids.append(c.submit(Op.setData, body))
+        except ConnectionError:
+            # The server closed the connection while the client still sent
+            # (a server that reads fast): the outcome expected below.
+            break
     errors = []
     for xid in xids:
         try:
