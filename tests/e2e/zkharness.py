@@ -217,6 +217,8 @@ class Server:
         self.proc: Optional[subprocess.Popen] = None
         self.starts = 0
         self._stderr = None
+        # A quorum peer (server.N lines, myid) runs QuorumPeerMain instead.
+        self.java_main = "org.apache.zookeeper.server.ZooKeeperServerMain"
 
     # ---------------------------------------------------------------- info
 
@@ -260,14 +262,16 @@ class Server:
                         "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
             metrics = cfg.get("metricsProvider.className") == PROMETHEUS_PROVIDER
             argv = (["java"] + jvm + ["-cp", zookeeper_classpath(metrics),
-                    "org.apache.zookeeper.server.ZooKeeperServerMain", str(cfg_path)])
+                    self.java_main, str(cfg_path)])
             env = dict(os.environ)
         cfg_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
         return argv, env
 
     # ---------------------------------------------------------------- life
 
-    def start(self, timeout: float = START_TIMEOUT) -> "Server":
+    def start(self, timeout: float = START_TIMEOUT, wait: bool = True) -> "Server":
+        """Starts the server and, with `wait`, waits until it serves (a
+        quorum peer serves only once a quorum of its peers runs)."""
         if self.proc is not None and self.proc.poll() is None:
             raise ServerError("server already running")
         if len(_start_timeouts) >= MAX_START_TIMEOUTS:
@@ -286,10 +290,11 @@ class Server:
                                      stderr=subprocess.STDOUT,
                                      start_new_session=True)
         log.close()
-        self._wait_ready(timeout)
+        if wait:
+            self.wait_ready(timeout)
         return self
 
-    def _wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float = START_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
         last = ""
         while time.monotonic() < deadline:

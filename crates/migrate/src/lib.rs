@@ -6,6 +6,8 @@
 //!   logs its server would load, read into one tree.
 //! - `zk_snapshot`, `zk_log`, `zk_txn`: ZooKeeper's snapshot files (read
 //!   and written), transaction logs and logged transactions.
+//! - `zk_learner`, `zk_quorum`: a running ensemble followed as an observer
+//!   (ZooKeeper's learner protocol and its quorum packets).
 //! - `compression`: gzip and snappy-java snapshot streams.
 //! - `zk_tree`: ZooKeeper's tree and its tolerant replay of logged txns.
 //! - `password`: the session password ZooKeeper derives from an id.
@@ -21,7 +23,9 @@ mod error;
 mod java_io;
 mod paddock_dir;
 mod password;
+mod zk_learner;
 mod zk_log;
+mod zk_quorum;
 mod zk_snapshot;
 mod zk_tree;
 mod zk_txn;
@@ -29,7 +33,11 @@ mod zookeeper_dir;
 
 pub use error::MigrateError;
 pub use java_io::ReadError;
-pub use paddock_dir::{read as read_paddock, write as write_paddock, PaddockState};
+pub use paddock_dir::{
+    ensure_new as ensure_new_paddock_dir, read as read_paddock, write as write_paddock,
+    PaddockState,
+};
 pub use password::zookeeper_password;
+pub use zk_learner::{follow, Ended, Event, LearnerConfig, LearnerError, Mirror};
 pub use zk_snapshot::write_to as write_zookeeper_snapshot;
 pub use zookeeper_dir::{read as read_zookeeper, write as write_zookeeper, ZooKeeperState};

@@ -46,6 +46,13 @@ fn ensure_empty(dir: &Path) -> Result<(), MigrateError> {
     }
 }
 
+/// Refuses a data directory that already holds a Paddock server's
+/// snapshots or log: checked before a long import, and again as it writes.
+pub fn ensure_new(data_dir: &Path, data_log_dir: &Path) -> Result<(), MigrateError> {
+    ensure_empty(&consensus::snapshot_dir(data_dir))?;
+    ensure_empty(&consensus::log_dir(data_log_dir))
+}
+
 /// Writes `tree` as the only snapshot of a new data directory, at index
 /// `zxid`, so that the server's log (and so its zxids) goes on from there.
 /// `voters` and `learners` are the group's servers (`[1]` standalone).
@@ -61,10 +68,8 @@ pub fn write(
         .ok()
         .filter(|&i| i > 0)
         .ok_or(MigrateError::NothingToImport)?;
+    ensure_new(data_dir, data_log_dir)?;
     let snapshot_dir = consensus::snapshot_dir(data_dir);
-    let log_dir = consensus::log_dir(data_log_dir);
-    ensure_empty(&snapshot_dir)?;
-    ensure_empty(&log_dir)?;
     let snapshots = Snapshots::open(&snapshot_dir)?;
     // ZooKeeper's membership is not Paddock's: each Paddock server writes
     // its own when it starts, unless the node holds a Paddock reconfig's.

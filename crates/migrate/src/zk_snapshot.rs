@@ -115,6 +115,16 @@ fn ends_in_end_mark(file: &mut File) -> io::Result<bool> {
 
 fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
     read_file_header(input, SNAP_MAGIC, SNAP_VERSION)?;
+    let tree = read_tree(input)?;
+    check_seal(input)?;
+    read_trailer(input)?;
+    Ok(tree)
+}
+
+/// `SerializeUtils.deserializeSnapshot`: the sessions, the ACL cache and
+/// the nodes up to the path "/". A file holds this between its header and
+/// its seal; a leader sends it bare to a learner it syncs by SNAP.
+pub(crate) fn read_tree<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
     let mut tree = ZkTree::default();
     let sessions = input.required_count("session count")?;
     for _ in 0..sessions {
@@ -124,8 +134,6 @@ fn read_stream<R: Read>(input: &mut JavaIn<R>) -> Result<ZkTree, ReadError> {
     }
     let acls = read_acl_cache(input)?;
     read_nodes(input, &acls, &mut tree)?;
-    check_seal(input)?;
-    read_trailer(input)?;
     Ok(tree)
 }
 

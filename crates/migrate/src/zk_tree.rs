@@ -15,7 +15,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use jute::Acl;
-use tree::{OwnerKind, SessionInfo, StatPersisted, ZnodeRecord, CONTAINER_EPHEMERAL_OWNER};
+use tree::{
+    DataTree, OwnerKind, SessionInfo, SnapshotError, StatPersisted, ZnodeRecord,
+    CONTAINER_EPHEMERAL_OWNER,
+};
 
 use crate::password::zookeeper_password;
 use crate::zk_txn::{CreateTxn, LoggedTxn, TxnHeader, ZkOwner, ZkTxn};
@@ -235,6 +238,19 @@ impl ZkTree {
             self.kill_session(owner, zxid, &mut Vec::new());
         }
         removed
+    }
+
+    #[cfg(test)]
+    pub(crate) fn node(&self, path: &str) -> Option<&ZkNode> {
+        self.nodes.get(path)
+    }
+
+    /// The tree as Paddock's, as ZooKeeper loads it at `zxid` (orphaned
+    /// ephemerals removed), and how many ephemerals were orphaned.
+    pub fn into_data_tree(mut self, zxid: i64) -> Result<(DataTree, usize), SnapshotError> {
+        let orphaned = self.remove_orphaned_ephemerals(zxid);
+        let (sessions, znodes) = self.into_records();
+        Ok((DataTree::from_records(sessions, znodes)?, orphaned))
     }
 
     /// The sessions, each with the password ZooKeeper gave its clients,

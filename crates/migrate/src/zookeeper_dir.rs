@@ -116,12 +116,12 @@ pub fn read(data_dir: &Path, log_dir: Option<&Path>) -> Result<ZooKeeperState, M
             torn = Some((log.path.clone(), offset));
         }
     }
-    let orphaned_ephemerals = zk.remove_orphaned_ephemerals(state.last_zxid);
-    let (sessions, znodes) = zk.into_records();
-    let tree = DataTree::from_records(sessions, znodes).map_err(|source| MigrateError::Tree {
-        file: snapshot.path.clone(),
-        source,
-    })?;
+    let (tree, orphaned_ephemerals) =
+        zk.into_data_tree(state.last_zxid)
+            .map_err(|source| MigrateError::Tree {
+                file: snapshot.path.clone(),
+                source,
+            })?;
     Ok(ZooKeeperState {
         tree,
         zxid: state.last_zxid,

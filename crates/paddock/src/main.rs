@@ -58,6 +58,10 @@ enum Command {
     /// Write a stopped Paddock server's tree as a snapshot Apache ZooKeeper
     /// starts from: the way back.
     Export(migration::ExportArgs),
+    /// Follow a running Apache ZooKeeper ensemble as an observer (its
+    /// learner protocol, its zxids) and, once it stops, write its tree as
+    /// a new Paddock data directory, as `import` would.
+    Mirror(migration::MirrorArgs),
     /// Read every znode of a running server (Paddock or ZooKeeper) and
     /// print their count and one digest of paths, data, stats and ACLs:
     /// equal digests, equal trees.
@@ -148,6 +152,7 @@ fn main() -> std::process::ExitCode {
         }
         Command::Import(args) => migration::import(args),
         Command::Export(args) => migration::export(args),
+        Command::Mirror(args) => migration::mirror(args),
         Command::Digest(args) => digest::run(args),
         // No logging: the shell's output is zkCli's, with nothing between.
         Command::Shell(args) => return shell(args),

@@ -1,8 +1,13 @@
 //! `paddock import` and `paddock export`: a stopped Apache ZooKeeper's
 //! data into a new Paddock data directory, and a stopped Paddock's data
-//! into a snapshot ZooKeeper starts from.
+//! into a snapshot ZooKeeper starts from. `paddock mirror`: a running
+//! ZooKeeper ensemble followed as an observer, its tree written as a new
+//! Paddock data directory once the ensemble stops.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use server::ServerConfig;
@@ -25,6 +30,39 @@ pub struct ExportArgs {
     /// directory must hold no snapshot or log yet.
     #[arg(long, value_name = "DIR")]
     to_zookeeper: PathBuf,
+    #[command(flatten)]
+    paddock: PaddockDirs,
+}
+
+#[derive(clap::Args)]
+pub struct MirrorArgs {
+    /// The ZooKeeper servers' quorum addresses (the first port of each
+    /// server.N line), comma-separated: the leader is the one listening.
+    #[arg(
+        long,
+        value_name = "HOST:PORT,...",
+        value_delimiter = ',',
+        required = true
+    )]
+    from_zookeeper: Vec<String>,
+    /// The id to register with: one no ZooKeeper server has (list it in
+    /// the ensemble's config as `server.N=...:observer`).
+    #[arg(long, value_name = "N")]
+    server_id: i64,
+    /// The ensemble's tickTime, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    tick_time: u64,
+    /// The ensemble's initLimit, in ticks: the time to connect and sync.
+    #[arg(long, value_name = "TICKS", default_value_t = 10)]
+    init_limit: u32,
+    /// The ensemble's syncLimit, in ticks: the longest silence from a
+    /// live leader.
+    #[arg(long, value_name = "TICKS", default_value_t = 5)]
+    sync_limit: u32,
+    /// How long no server may lead before the ensemble is taken as
+    /// stopped and the tree is written, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    gone_after: u64,
     #[command(flatten)]
     paddock: PaddockDirs,
 }
@@ -143,4 +181,72 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         args.to_zookeeper.display()
     );
     Ok(())
+}
+
+/// Follows the ensemble until it stops (or until SIGINT or SIGTERM), then
+/// writes what it followed as a new Paddock data directory, as `import`
+/// writes a stopped ZooKeeper's.
+pub fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
+    let config = args.paddock.config()?;
+    migrate::ensure_new_paddock_dir(&config.data_dir, &config.data_log_dir)?;
+    let tick = Duration::from_millis(args.tick_time);
+    let learner = migrate::LearnerConfig {
+        servers: args.from_zookeeper,
+        server_id: args.server_id,
+        init_limit: tick * args.init_limit,
+        sync_limit: tick * args.sync_limit,
+        give_up_after: Duration::from_secs(args.gone_after),
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let on_signal = stop.clone();
+    std::thread::spawn(move || {
+        crate::wait_for_shutdown();
+        on_signal.store(true, Ordering::Relaxed);
+    });
+    let mut mirror = migrate::Mirror::default();
+    let ended = migrate::follow(&learner, &mut mirror, &stop, &mut print_event)?;
+    match ended {
+        migrate::Ended::Stopped => println!("stopped at zxid {:#x}", mirror.zxid()),
+        migrate::Ended::EnsembleGone { last } => println!(
+            "no ZooKeeper server led for {}s (last: {last}): the ensemble has stopped, at zxid {:#x}",
+            args.gone_after,
+            mirror.zxid()
+        ),
+    }
+    let zxid = mirror.zxid();
+    let (tree, orphaned) = mirror.into_data_tree()?;
+    if orphaned > 0 {
+        println!("{orphaned} ephemeral znodes of sessions that had ended were removed, as ZooKeeper removes them when it starts");
+    }
+    let (voters, learners) = config.group();
+    let written = migrate::write_paddock(
+        &tree,
+        zxid,
+        &config.data_dir,
+        &config.data_log_dir,
+        voters,
+        learners,
+    )
+    .with_context(|| format!("writing Paddock's data in {}", config.data_dir.display()))?;
+    println!(
+        "wrote {}: {} znodes, {} sessions, last zxid {zxid:#x}; Paddock goes on from there",
+        written.display(),
+        tree.node_count() - 1,
+        tree.sessions().count(),
+    );
+    Ok(())
+}
+
+fn print_event(event: migrate::Event) {
+    match event {
+        migrate::Event::Synced { server, how, zxid } => {
+            println!("synced by {how} from the leader at {server}: at zxid {zxid:#x}")
+        }
+        migrate::Event::Progress { zxid, txns } => {
+            println!("at zxid {zxid:#x}, {txns} txns applied")
+        }
+        migrate::Event::Lost { server, reason } => {
+            println!("lost the leader at {server} ({reason}); looking for the next")
+        }
+    }
 }

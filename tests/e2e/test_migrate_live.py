@@ -1,0 +1,197 @@
+"""The move from a running Apache ZooKeeper ensemble: `paddock mirror`.
+
+A real three-server ZooKeeper 3.8 ensemble (Debian's package) holds a tree
+and a client session with ephemerals, and takes writes throughout. The
+mirror registers with its leader as an observer (ZooKeeper's learner
+protocol), is synced by SNAP, and follows every committed txn. The leader
+is killed midway: the mirror finds the next one and is synced by DIFF from
+where it was. Once every acknowledged write is in, the ensemble is
+stopped; the mirror writes a Paddock data directory, and Paddock starts
+from it: the whole tree reads the same as it did on ZooKeeper, and the
+session resumes there with its ephemerals.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+from kazoo.client import KazooState
+
+from conftest import make_kazoo
+from ensemble import Writer
+from test_migrate import assert_same_tree, fill, start_on, whole_tree
+from zkharness import HOST, Server, free_port, paddock_bin, wait_until
+
+pytestmark = pytest.mark.paddock_only("follows an Apache ZooKeeper ensemble with `paddock mirror`")
+
+TICK_MS = 200
+SESSION_TIMEOUT_S = 30.0
+MIRROR_ID = 100
+GONE_AFTER_S = 3
+BULK = 300
+
+
+class ZooKeeperEnsemble:
+    """Three Apache ZooKeeper quorum peers on loopback ports."""
+
+    def __init__(self, workdir, size=3):
+        self.ports = {sid: (free_port(), free_port()) for sid in range(1, size + 1)}
+        self.servers = {sid: self._server(workdir, sid) for sid in self.ports}
+        lines = {f"server.{sid}": f"{HOST}:{q}:{e}:participant;{HOST}:{self.servers[sid].port}"
+                 for sid, (q, e) in self.ports.items()}
+        for server in self.servers.values():
+            server.config.update(lines)
+
+    @staticmethod
+    def _server(workdir, sid):
+        server = Server(workdir / f"zk{sid}", {
+            "tickTime": TICK_MS, "initLimit": 10, "syncLimit": 5,
+            "standaloneEnabled": "false", "extendedTypesEnabled": "true",
+        }, name=f"zk{sid}", kind="zookeeper")
+        server.java_main = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+        (server.data_dir / "myid").write_text(f"{sid}\n")
+        return server
+
+    @property
+    def hosts(self):
+        return ",".join(s.hosts for s in self.servers.values())
+
+    @property
+    def quorum_addresses(self):
+        return ",".join(f"{HOST}:{q}" for q, _ in self.ports.values())
+
+    def start(self):
+        for server in self.servers.values():
+            server.start(wait=False)
+        for server in self.servers.values():
+            server.wait_ready()
+        return self
+
+    def leader(self):
+        for sid, server in self.servers.items():
+            if server.running() and "Mode: leader" in server.four_letter("srvr"):
+                return sid
+        return None
+
+    def zxid(self, sid):
+        out = self.servers[sid].four_letter("srvr")
+        return int(re.search(r"Zxid: (0x[0-9a-f]+)", out).group(1), 16)
+
+    def stop(self):
+        for server in self.servers.values():
+            server.stop()
+
+
+class MirrorProcess:
+    """`paddock mirror`, its output read line by line as it comes."""
+
+    def __init__(self, ensemble, data_dir):
+        self.proc = subprocess.Popen(
+            [str(paddock_bin()), "mirror", "--from-zookeeper", ensemble.quorum_addresses,
+             "--server-id", str(MIRROR_ID), "--tick-time", str(TICK_MS),
+             "--gone-after", str(GONE_AFTER_S), "--data-dir", str(data_dir)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)
+        self.lines = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    @property
+    def output(self):
+        return "\n".join(self.lines)
+
+    def wait_for(self, pattern, timeout=30.0, after=0):
+        found = wait_until(lambda: any(re.search(pattern, line)
+                                       for line in self.lines[after:]), timeout=timeout)
+        assert found, f"the mirror never said {pattern!r}:\n{self.output}"
+
+    def zxid(self):
+        zxids = [int(m.group(1), 16) for line in self.lines
+                 if (m := re.search(r"at zxid (0x[0-9a-f]+)", line))]
+        return max(zxids, default=0)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_from_it(
+        tmp_path):
+    ensemble = ZooKeeperEnsemble(tmp_path).start()
+    mirror = None
+    clients = []
+    try:
+        zk = make_kazoo(SimpleNamespace(hosts=ensemble.hosts))
+        clients.append(zk)
+        fill(ensemble.servers[1], zk, BULK)
+        # A session that outlives the ensemble, reconnecting to whichever
+        # address answers: in the end Paddock's, on a ZooKeeper server's port.
+        holder = make_kazoo(SimpleNamespace(hosts=ensemble.hosts), timeout=SESSION_TIMEOUT_S)
+        clients.append(holder)
+        holder.create("/app/owned", b"mine", ephemeral=True)
+        holder.create("/app/lock-", b"", ephemeral=True, sequence=True)
+        session_id = holder.client_id[0]
+
+        mirror = MirrorProcess(ensemble, tmp_path / "paddock-data")
+        mirror.wait_for(r"synced by SNAP")
+        writer = Writer(zk, "/app", "w", sets=True)
+        writer.start()
+        assert wait_until(lambda: len(writer.acked) >= 50, timeout=30)
+
+        old_leader = ensemble.leader()
+        lines_before = len(mirror.lines)
+        ensemble.servers[old_leader].kill()
+        mirror.wait_for(r"lost the leader", after=lines_before)
+        mirror.wait_for(r"synced by DIFF", after=lines_before)
+        acked_before = len(writer.acked)
+        assert wait_until(lambda: len(writer.acked) >= acked_before + 50, timeout=30), \
+            writer.unknown[-5:]
+        writer.stop()
+        zk.delete("/app/seq-0000000002")
+        zk.stop()
+        zk.close()
+        clients.remove(zk)
+
+        leader = ensemble.leader()
+        last = ensemble.zxid(leader)
+        assert wait_until(lambda: mirror.zxid() >= last, timeout=20), \
+            f"the mirror did not reach zxid {last:#x}:\n{mirror.output}"
+        live = [s for s in ensemble.servers.values() if s.running()]
+        expected = whole_tree(live[0], BULK)
+        paths = {line.split(" ", 1)[0] for line in expected.splitlines()}
+        assert set(writer.acked_paths()) <= paths
+
+        port = ensemble.servers[old_leader].port
+        ensemble.stop()
+        assert mirror.proc.wait(timeout=GONE_AFTER_S + 30) == 0, mirror.output
+        assert "wrote" in mirror.output, mirror.output
+
+        moved = start_on(tmp_path, "paddock", "paddock", port)
+        moved.config["dataDir"] = str(tmp_path / "paddock-data")
+        moved.start()
+        try:
+            assert_same_tree(whole_tree(moved, BULK), expected)
+            assert wait_until(lambda: holder.state == KazooState.CONNECTED,
+                              timeout=SESSION_TIMEOUT_S), "the session did not resume"
+            assert holder.client_id[0] == session_id
+            assert holder.get("/app/owned")[1].ephemeralOwner == session_id
+        finally:
+            moved.stop()
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
+        if mirror:
+            mirror.kill()
+        ensemble.stop()
