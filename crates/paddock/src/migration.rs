@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use server::ServerConfig;
+use tree::DataTree;
 
 #[derive(clap::Args)]
 pub struct ImportArgs {
@@ -126,16 +127,26 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
             file.display()
         );
     }
-    if zk.orphaned_ephemerals > 0 {
+    write_imported(&config, &zk.tree, zk.zxid, zk.orphaned_ephemerals)
+}
+
+/// Writes ZooKeeper's tree at `zxid` as a new Paddock data directory and
+/// says what it holds.
+fn write_imported(
+    config: &ServerConfig,
+    tree: &DataTree,
+    zxid: i64,
+    orphaned_ephemerals: usize,
+) -> anyhow::Result<()> {
+    if orphaned_ephemerals > 0 {
         println!(
-            "{} ephemeral znodes of sessions that had ended were removed, as ZooKeeper removes them when it starts",
-            zk.orphaned_ephemerals
+            "{orphaned_ephemerals} ephemeral znodes of sessions that had ended were removed, as ZooKeeper removes them when it starts"
         );
     }
     let (voters, learners) = config.group();
     let written = migrate::write_paddock(
-        &zk.tree,
-        zk.zxid,
+        tree,
+        zxid,
         &config.data_dir,
         &config.data_log_dir,
         voters,
@@ -143,11 +154,10 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     )
     .with_context(|| format!("writing Paddock's data in {}", config.data_dir.display()))?;
     println!(
-        "wrote {}: {} znodes, {} sessions, last zxid {:#x}; Paddock goes on from there",
+        "wrote {}: {} znodes, {} sessions, last zxid {zxid:#x}; Paddock goes on from there",
         written.display(),
-        zk.tree.node_count() - 1,
-        zk.tree.sessions().count(),
-        zk.zxid
+        tree.node_count() - 1,
+        tree.sessions().count(),
     );
     Ok(())
 }
@@ -215,26 +225,7 @@ pub fn mirror(args: MirrorArgs) -> anyhow::Result<()> {
     }
     let zxid = mirror.zxid();
     let (tree, orphaned) = mirror.into_data_tree()?;
-    if orphaned > 0 {
-        println!("{orphaned} ephemeral znodes of sessions that had ended were removed, as ZooKeeper removes them when it starts");
-    }
-    let (voters, learners) = config.group();
-    let written = migrate::write_paddock(
-        &tree,
-        zxid,
-        &config.data_dir,
-        &config.data_log_dir,
-        voters,
-        learners,
-    )
-    .with_context(|| format!("writing Paddock's data in {}", config.data_dir.display()))?;
-    println!(
-        "wrote {}: {} znodes, {} sessions, last zxid {zxid:#x}; Paddock goes on from there",
-        written.display(),
-        tree.node_count() - 1,
-        tree.sessions().count(),
-    );
-    Ok(())
+    write_imported(&config, &tree, zxid, orphaned)
 }
 
 fn print_event(event: migrate::Event) {
