@@ -19,7 +19,7 @@ from kazoo.security import make_acl, make_digest_acl
 
 from conftest import make_kazoo
 from ensemble import Ensemble
-from zkharness import ZK_CLI, Server, paddock_bin, wait_until
+from zkharness import ZK_CLI, Server, paddock_bin, wait_until, zookeeper_39_classpath
 from zkwire import CreateMode, Err, Op, RawClient, create_body
 
 pytestmark = pytest.mark.paddock_only("moves data between Apache ZooKeeper and Paddock")
@@ -161,15 +161,20 @@ def assert_resumed(holder, session_id, stop_by):
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("compression,bulk", [(None, BULK), ("gz", 2_000), ("snappy", 2_000)])
-def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk):
+@pytest.mark.parametrize("compression,bulk,release", [
+    (None, BULK, "3.8"), ("gz", 2_000, "3.8"), ("snappy", 2_000, "3.8"), (None, 2_000, "3.9")])
+def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk, release):
     """Uncompressed with 100k znodes; the compressed snapshots with fewer,
-    as only how the snapshot is read differs."""
+    as only how the snapshot is read differs; and ZooKeeper 3.9, whose
+    snapshots end with the last zxid, both ways."""
     config = zookeeper_config()
     if compression:
         config["zookeeper.snapshot.compression.method"] = compression
+    classpath = zookeeper_39_classpath() if release == "3.9" else None
     first = Server(tmp_path / "zookeeper", config, name="zookeeper", kind="zookeeper")
+    first.java_classpath = classpath
     first.start()
+    assert f"Zookeeper version: {release}." in first.four_letter("srvr")
     port = first.port
     holder = None
     servers = [first]
@@ -209,6 +214,7 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk):
         moved.stop()
 
         back = start_on(tmp_path, "zookeeper-again", "zookeeper", port, zookeeper_config())
+        back.java_classpath = classpath
         out = paddock("export", "--data-dir", moved.data_dir, "--to-zookeeper", back.data_dir)
         assert "wrote" in out, out
         back.start()

@@ -1,6 +1,7 @@
 """The move from a running Apache ZooKeeper ensemble: `paddock mirror`.
 
-A real three-server ZooKeeper 3.8 ensemble (Debian's package) holds a tree
+A real three-server ZooKeeper ensemble (Debian's 3.8, and 3.9 from Maven
+Central: the learner protocol is the same in both) holds a tree
 and a client session with ephemerals, and takes writes throughout. The
 mirror registers with its leader as an observer (ZooKeeper's learner
 protocol), is synced by SNAP, and follows every committed txn. The leader
@@ -25,7 +26,7 @@ from kazoo.client import KazooState
 from conftest import make_kazoo
 from ensemble import Writer
 from test_migrate import assert_same_tree, fill, start_on, whole_tree
-from zkharness import HOST, Server, free_port, paddock_bin, wait_until
+from zkharness import HOST, Server, free_port, paddock_bin, wait_until, zookeeper_39_classpath
 
 pytestmark = pytest.mark.paddock_only("follows an Apache ZooKeeper ensemble with `paddock mirror`")
 
@@ -37,11 +38,14 @@ BULK = 300
 
 
 class ZooKeeperEnsemble:
-    """Three Apache ZooKeeper quorum peers on loopback ports."""
+    """Three Apache ZooKeeper quorum peers on loopback ports, of Debian's
+    release or (`classpath`) another."""
 
-    def __init__(self, workdir, size=3):
+    def __init__(self, workdir, classpath=None, size=3):
         self.ports = {sid: (free_port(), free_port()) for sid in range(1, size + 1)}
         self.servers = {sid: self._server(workdir, sid) for sid in self.ports}
+        for server in self.servers.values():
+            server.java_classpath = classpath
         lines = {f"server.{sid}": f"{HOST}:{q}:{e}:participant;{HOST}:{self.servers[sid].port}"
                  for sid, (q, e) in self.ports.items()}
         for server in self.servers.values():
@@ -126,9 +130,12 @@ class MirrorProcess:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("release", ["3.8", "3.9"])
 def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_from_it(
-        tmp_path):
-    ensemble = ZooKeeperEnsemble(tmp_path).start()
+        tmp_path, release):
+    classpath = zookeeper_39_classpath() if release == "3.9" else None
+    ensemble = ZooKeeperEnsemble(tmp_path, classpath).start()
+    assert f"Zookeeper version: {release}." in ensemble.servers[1].four_letter("srvr")
     mirror = None
     clients = []
     try:

@@ -101,32 +101,47 @@ PROMETHEUS_PROVIDER = "org.apache.zookeeper.metrics.prometheus.PrometheusMetrics
 METRICS_POM = Path(__file__).parent / "zookeeper-metrics" / "pom.xml"
 METRICS_JARS = Path(os.environ.get(
     "PADDOCK_ZK_METRICS_JARS", Path.home() / ".cache" / "paddock-zookeeper-metrics"))
+ZK39_POM = Path(__file__).parent / "zookeeper-3.9" / "pom.xml"
+ZK39_JARS = Path(os.environ.get(
+    "PADDOCK_ZK39_JARS", Path.home() / ".cache" / "paddock-zookeeper-3.9"))
+
+
+def maven_jars(pom: Path, directory: Path, expected: str, *args: str) -> Path:
+    """`directory`, holding the jars `pom` depends on (copied from Maven
+    Central once, with mvn's `args`), among them one matching `expected`."""
+    done = directory / ".complete"
+    if done.exists():
+        return directory
+    if shutil.which("mvn") is None:
+        raise ServerError("mvn not found: apt-get install maven")
+    tmp = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    p = subprocess.run(
+        ["mvn", "-B", "-q", "-f", str(pom), "dependency:copy-dependencies", *args,
+         f"-DoutputDirectory={tmp}"],
+        capture_output=True, text=True, timeout=600)
+    if p.returncode != 0 or not list(tmp.glob(expected)):
+        raise ServerError(f"fetching the jars of {pom} failed ({p.returncode}):\n"
+                          f"{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    done.write_text("done\n")
+    return directory
 
 
 def zookeeper_metrics_jars() -> Path:
     """The directory of ZooKeeper's Prometheus provider and its Prometheus
-    client jars (Debian does not package them), fetched from Maven Central
-    once."""
-    done = METRICS_JARS / ".complete"
-    if done.exists():
-        return METRICS_JARS
-    if shutil.which("mvn") is None:
-        raise ServerError("mvn not found: apt-get install maven")
-    tmp = METRICS_JARS.with_name(METRICS_JARS.name + ".partial")
-    shutil.rmtree(tmp, ignore_errors=True)
-    p = subprocess.run(
-        ["mvn", "-B", "-q", "-f", str(METRICS_POM), "dependency:copy-dependencies",
-         "-DincludeGroupIds=io.prometheus,org.apache.zookeeper",
-         "-DexcludeArtifactIds=zookeeper,zookeeper-jute",
-         f"-DoutputDirectory={tmp}"],
-        capture_output=True, text=True, timeout=600)
-    if p.returncode != 0 or not list(tmp.glob("zookeeper-prometheus-metrics-*.jar")):
-        raise ServerError(f"fetching ZooKeeper's Prometheus provider failed ({p.returncode}):\n"
-                          f"{p.stdout[-4000:]}\n{p.stderr[-4000:]}")
-    shutil.rmtree(METRICS_JARS, ignore_errors=True)
-    tmp.rename(METRICS_JARS)
-    done.write_text("done\n")
-    return METRICS_JARS
+    client jars (Debian does not package them)."""
+    return maven_jars(METRICS_POM, METRICS_JARS, "zookeeper-prometheus-metrics-*.jar",
+                      "-DincludeGroupIds=io.prometheus,org.apache.zookeeper",
+                      "-DexcludeArtifactIds=zookeeper,zookeeper-jute")
+
+
+def zookeeper_39_classpath() -> str:
+    """Apache ZooKeeper 3.9 and the jars its server runs with (Debian
+    packages 3.8 only)."""
+    jars = maven_jars(ZK39_POM, ZK39_JARS, "zookeeper-3.9.*.jar", "-DincludeScope=runtime")
+    return ":".join(sorted(str(jar) for jar in jars.glob("*.jar")))
 
 
 def zookeeper_classpath(metrics: bool = False) -> str:
@@ -219,6 +234,8 @@ class Server:
         self._stderr = None
         # A quorum peer (server.N lines, myid) runs QuorumPeerMain instead.
         self.java_main = "org.apache.zookeeper.server.ZooKeeperServerMain"
+        # Another release's jars instead of Debian's ZooKeeper.
+        self.java_classpath: Optional[str] = None
 
     # ---------------------------------------------------------------- info
 
@@ -261,7 +278,8 @@ class Server:
                         "-Dzookeeper.authProvider.1="
                         "org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
             metrics = cfg.get("metricsProvider.className") == PROMETHEUS_PROVIDER
-            argv = (["java"] + jvm + ["-cp", zookeeper_classpath(metrics),
+            classpath = self.java_classpath or zookeeper_classpath(metrics)
+            argv = (["java"] + jvm + ["-cp", classpath,
                     self.java_main, str(cfg_path)])
             env = dict(os.environ)
         cfg_path.write_text("".join(f"{k}={v}\n" for k, v in cfg.items()))
