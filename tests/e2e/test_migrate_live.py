@@ -23,10 +23,13 @@ from types import SimpleNamespace
 import pytest
 from kazoo.client import KazooState
 
+from kazoo.security import make_acl
+
 from conftest import make_kazoo
 from ensemble import Writer
 from test_migrate import assert_same_tree, fill, start_on, whole_tree
 from zkharness import HOST, Server, free_port, paddock_bin, wait_until, zookeeper_39_classpath
+from zkwire import CreateMode, Err, Op, RawClient, create_body
 
 pytestmark = pytest.mark.paddock_only("follows an Apache ZooKeeper ensemble with `paddock mirror`")
 
@@ -129,6 +132,41 @@ class MirrorProcess:
             self.proc.wait()
 
 
+def writes_of_every_kind(zk, server):
+    """Each kind of txn a client causes, once the mirror is synced: a
+    session that comes and goes with its ephemerals, sequential nodes, a
+    container and a TTL node, an ACL change, a multi that succeeds and one
+    that fails, and creates that move a quota's count."""
+    other = make_kazoo(server)
+    other.create("/app/other-eph", b"", ephemeral=True)
+    other.create("/app/other-seq-", b"", ephemeral=True, sequence=True)
+    other.stop()
+    other.close()
+    zk.create("/app/pseq-", b"", sequence=True)
+    raw = RawClient(server.host, server.port)
+    try:
+        for path, op, flags, ttl in [
+                ("/app/container-2", Op.createContainer, CreateMode.CONTAINER, None),
+                ("/app/ttl-2", Op.createTTL, CreateMode.PERSISTENT_WITH_TTL, 60_000)]:
+            assert raw.request(op, create_body(path, b"", flags=flags, ttl=ttl)).err == Err.OK
+    finally:
+        raw.close()
+    zk.set_acls("/app/empty", [make_acl("world", "anyone", read=True, write=True, admin=True)])
+    t = zk.transaction()
+    t.create("/app/m1", b"1")
+    t.set_data("/app", b"m")
+    t.check("/app/empty", 0)
+    t.delete("/app/m1")
+    assert not any(isinstance(r, Exception) for r in t.commit())
+    t = zk.transaction()
+    t.create("/app/m2", b"2")
+    t.check("/app/empty", 99)
+    assert any(isinstance(r, Exception) for r in t.commit())
+    for i in range(5):
+        zk.create(f"/bulk/after-{i}", b"q")
+    zk.delete("/bulk/after-0")
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("release", ["3.8", "3.9"])
 def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_from_it(
@@ -152,6 +190,7 @@ def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_
 
         mirror = MirrorProcess(ensemble, tmp_path / "paddock-data")
         mirror.wait_for(r"synced by SNAP")
+        writes_of_every_kind(zk, ensemble.servers[1])
         writer = Writer(zk, "/app", "w", sets=True)
         writer.start()
         assert wait_until(lambda: len(writer.acked) >= 50, timeout=30)
@@ -183,6 +222,8 @@ def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_
         ensemble.stop()
         assert mirror.proc.wait(timeout=GONE_AFTER_S + 30) == 0, mirror.output
         assert "wrote" in mirror.output, mirror.output
+        # Every txn came out here as it did on ZooKeeper.
+        assert "starting again" not in mirror.output, mirror.output
 
         moved = start_on(tmp_path, "paddock", "paddock", port)
         moved.config["dataDir"] = str(tmp_path / "paddock-data")

@@ -8,6 +8,8 @@
 //!   and written), transaction logs and logged transactions.
 //! - `zk_learner`, `zk_quorum`: a running ensemble followed as an observer
 //!   (ZooKeeper's learner protocol and its quorum packets).
+//! - `tree_txn`: ZooKeeper's committed txns as the tree's own, applied
+//!   one by one once the follower is synced.
 //! - `compression`: gzip and snappy-java snapshot streams.
 //! - `zk_tree`: ZooKeeper's tree and its tolerant replay of logged txns.
 //! - `password`: the session password ZooKeeper derives from an id.
@@ -23,6 +25,7 @@ mod error;
 mod java_io;
 mod paddock_dir;
 mod password;
+mod tree_txn;
 mod zk_learner;
 mod zk_log;
 mod zk_quorum;

@@ -11,9 +11,14 @@
 //! 4. from then on every committed txn arrives as an INFORM, and each PING
 //!    is answered (with an empty session table: no client is ours yet).
 //!
-//! Txns are replayed onto a [`ZkTree`] with ZooKeeper's zxids and its
-//! tolerant semantics: the leader's snapshot is fuzzy (taken while it
-//! applied txns), so a txn may find its effect already there.
+//! The copy keeps ZooKeeper's zxids. Right after a SNAP it is a
+//! [`ZkTree`], on which txns are replayed with ZooKeeper's tolerant
+//! semantics: the leader's snapshot is fuzzy (taken while it applied
+//! txns), so a txn may find its effect already there. Once the leader
+//! says it is up to date, the copy becomes Paddock's own `DataTree` and
+//! each txn is applied as the tree's own (`tree_txn`), its outcome checked
+//! against the leader's: a copy that came out differently starts over
+//! from the leader's snapshot.
 //!
 //! Only the leader listens on the quorum port, so the leader is found by
 //! trying each server's in turn; when it goes, the next one elected is
@@ -29,6 +34,7 @@ use bytes::Bytes;
 use tree::DataTree;
 
 use crate::java_io::{JavaIn, ReadError};
+use crate::tree_txn::{agrees, tree_change, TreeChange};
 use crate::zk_quorum::{fields, kind, QuorumPacket};
 use crate::zk_tree::ZkTree;
 use crate::zk_txn::LoggedTxn;
@@ -95,6 +101,8 @@ pub enum LearnerError {
     },
     #[error("the snapshot the leader sent cannot be read: {0}")]
     Snapshot(ReadError),
+    #[error("the tree the leader sent is not whole: {0}")]
+    Tree(tree::SnapshotError),
     #[error("no address to reach for the ZooKeeper server {server:?}: {source}")]
     Address { server: String, source: io::Error },
 }
@@ -102,7 +110,7 @@ pub enum LearnerError {
 /// ZooKeeper's tree as followed, and where it is in the leader's history.
 #[derive(Debug, Default)]
 pub struct Mirror {
-    tree: ZkTree,
+    copy: Copy,
     /// The last txn applied; 0 before the first sync.
     zxid: i64,
     /// The newest epoch a LEADERINFO offered us (Java's `acceptedEpoch`).
@@ -114,30 +122,78 @@ pub struct Mirror {
     reported_txns: u64,
 }
 
+/// The copy of the tree, in the form its sync allows.
+#[derive(Debug)]
+enum Copy {
+    /// Loaded from the leader's fuzzy snapshot, not yet up to date.
+    Loading(ZkTree),
+    /// Up to date: Paddock's tree, each txn applied and checked.
+    Following(DataTree),
+}
+
+impl Default for Copy {
+    /// A ZooKeeper that has applied nothing holds what a new tree holds.
+    fn default() -> Self {
+        Copy::Following(DataTree::new())
+    }
+}
+
 impl Mirror {
     pub fn zxid(&self) -> i64 {
         self.zxid
     }
 
-    /// The tree as ZooKeeper itself would load it at this zxid.
+    /// The tree as ZooKeeper itself would load it at this zxid, and how
+    /// many ephemerals of ended sessions that removed.
     pub fn into_data_tree(self) -> Result<(DataTree, usize), tree::SnapshotError> {
-        self.tree.into_data_tree(self.zxid)
+        match self.copy {
+            Copy::Loading(zk) => zk.into_data_tree(self.zxid),
+            Copy::Following(tree) => Ok((tree, 0)),
+        }
     }
 
     fn load(&mut self, tree: ZkTree, zxid: i64) {
-        self.tree = tree;
+        self.copy = Copy::Loading(tree);
         self.zxid = zxid;
     }
 
-    /// Replays one committed txn. After a SNAP, txns up to its zxid are
+    /// Forgets the copy (keeping the epochs): the next sync is a SNAP.
+    fn start_over(&mut self) {
+        self.copy = Copy::default();
+        self.zxid = 0;
+    }
+
+    /// The leader says the copy is up to date: from now on it is
+    /// Paddock's tree.
+    fn up_to_date(&mut self) -> Result<(), LearnerError> {
+        self.copy = match std::mem::take(&mut self.copy) {
+            Copy::Loading(zk) => Copy::Following(zk.into_tree().map_err(LearnerError::Tree)?),
+            following => following,
+        };
+        Ok(())
+    }
+
+    /// Applies one committed txn. After a SNAP, txns up to its zxid are
     /// already in the tree (the leader counts a txn only once applied).
-    fn apply(&mut self, bytes: Vec<u8>, zxid: i64) -> Result<(), LearnerError> {
+    fn apply(&mut self, bytes: Vec<u8>, zxid: i64) -> Result<(), SessionEnd> {
         let txn = LoggedTxn::decode(Bytes::from(bytes))
             .map_err(|source| LearnerError::Txn { zxid, source })?;
         if txn.header.zxid <= self.zxid {
             return Ok(());
         }
-        self.tree.replay(&txn);
+        match &mut self.copy {
+            Copy::Loading(zk) => {
+                zk.replay(&txn);
+            }
+            Copy::Following(tree) => {
+                if let Err(why) = apply_to_tree(tree, &txn) {
+                    self.start_over();
+                    return Err(SessionEnd::Lost(format!(
+                        "txn {zxid:#x} {why}; starting again from the leader's snapshot"
+                    )));
+                }
+            }
+        }
         self.zxid = txn.header.zxid;
         self.txns += 1;
         Ok(())
@@ -152,6 +208,25 @@ impl Mirror {
             }
         })
     }
+}
+
+/// Applies a txn the leader committed to a tree that holds what the
+/// leader's held; `Err` says how the outcome differed.
+fn apply_to_tree(tree: &mut DataTree, logged: &LoggedTxn) -> Result<(), String> {
+    let zxid = logged.header.zxid;
+    match tree_change(logged) {
+        TreeChange::Config(data) => tree.install_config(data, zxid),
+        TreeChange::Txn(txn) => {
+            let applied = tree.apply(zxid, &txn);
+            if !agrees(&logged.txn, &applied.outcome) {
+                return Err(format!(
+                    "came out as {:?} here where ZooKeeper's was {:?}",
+                    applied.outcome, logged.txn
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How one connection to a leader ended.
@@ -373,7 +448,10 @@ impl Session<'_> {
                     self.stream.set_read_timeout(Some(self.config.sync_limit))?;
                     self.send(QuorumPacket::new(kind::ACK, packet.zxid, None))?;
                 }
-                kind::UP_TO_DATE => break,
+                kind::UP_TO_DATE => {
+                    self.mirror.up_to_date()?;
+                    break;
+                }
                 // Java learners ignore pings until synced.
                 kind::PING => {}
                 other => tracing::warn!("ignored {} while syncing", kind::name(other)),
@@ -418,11 +496,7 @@ impl Session<'_> {
             kind::TRUNC if packet.zxid >= self.mirror.zxid => Ok("TRUNC"),
             kind::TRUNC => {
                 // A copy cannot be rolled back: the next sync sends all.
-                *self.mirror = Mirror {
-                    accepted_epoch: self.mirror.accepted_epoch,
-                    current_epoch: self.mirror.current_epoch,
-                    ..Mirror::default()
-                };
+                self.mirror.start_over();
                 Err(SessionEnd::Lost(format!(
                     "the leader rolls history back to {:#x}; starting again from its snapshot",
                     packet.zxid
@@ -452,7 +526,7 @@ impl Session<'_> {
             )));
         }
         data.drain(..skip);
-        Ok(self.mirror.apply(data, packet.zxid)?)
+        self.mirror.apply(data, packet.zxid)
     }
 
     /// Steady state (`Observer.processPacket`), until asked to stop.
@@ -555,7 +629,10 @@ mod tests {
     }
 
     /// Runs `script` as a leader on a loopback port and follows it.
-    fn follow_script(mirror: &mut Mirror, script: Vec<Step>) -> Result<Ended, LearnerError> {
+    fn follow_script(
+        mirror: &mut Mirror,
+        script: Vec<Step>,
+    ) -> (Result<Ended, LearnerError>, Vec<Event>) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let server = listener.local_addr().unwrap().to_string();
         let leader = std::thread::spawn(move || {
@@ -583,7 +660,7 @@ mod tests {
             events.push(e)
         });
         leader.join().expect("the leader's script failed");
-        ended
+        (ended, events)
     }
 
     fn registration() -> Vec<Step> {
@@ -639,18 +716,50 @@ mod tests {
             Step::Expect(packet(kind::PING, 77, Some(Vec::new()))),
         ]);
         let mut mirror = Mirror::default();
-        let ended = follow_script(&mut mirror, script).unwrap();
-        assert!(matches!(ended, Ended::EnsembleGone { .. }), "{ended:?}");
+        let (ended, events) = follow_script(&mut mirror, script);
+        assert!(matches!(ended, Ok(Ended::EnsembleGone { .. })), "{ended:?}");
+        assert!(
+            matches!(&events[0], Event::Synced { how: "SNAP", zxid, .. } if *zxid == SNAP_ZXID + 1)
+        );
         assert_eq!(mirror.zxid(), SNAP_ZXID + 2);
         assert_eq!(
             mirror.txns, 2,
             "the txn the snapshot holds is not applied again"
         );
-        let a = mirror.tree.node("/a").unwrap();
-        assert_eq!(a.data.as_deref(), Some(&b"z"[..]));
-        assert_eq!((a.stat.version, a.stat.mzxid), (2, SNAP_ZXID + 2));
         let (tree, orphaned) = mirror.into_data_tree().unwrap();
+        let (data, stat) = tree.get_data("/a", &[]).unwrap();
+        assert_eq!(data.as_deref(), Some(&b"z"[..]));
+        assert_eq!((stat.version, stat.mzxid), (2, SNAP_ZXID + 2));
         assert_eq!((tree.sessions().count(), orphaned), (1, 0));
+    }
+
+    #[test]
+    fn a_txn_that_comes_out_differently_here_starts_the_copy_over() {
+        let mut script = registration();
+        script.extend([
+            Step::Send(packet(kind::SNAP, SNAP_ZXID, None)),
+            Step::SendBytes(snapshot_stream()),
+            Step::Send(packet(kind::NEW_LEADER, EPOCH << 32, None)),
+            Step::Expect(packet(kind::ACK, EPOCH << 32, None)),
+            Step::Send(packet(kind::UP_TO_DATE, -1, None)),
+            Step::Expect(packet(kind::ACK, EPOCH << 32, None)),
+            // /a is at version 0 here: a leader that made it 5 held
+            // another tree.
+            Step::Send(packet(
+                kind::INFORM,
+                SNAP_ZXID + 1,
+                Some(set_data(SNAP_ZXID + 1, "/a", b"y", 5)),
+            )),
+        ]);
+        let mut mirror = Mirror::default();
+        let (_, events) = follow_script(&mut mirror, script);
+        assert!(
+            events.iter().any(|e| matches!(e, Event::Lost { reason, .. }
+                if reason.contains("starting again from the leader's snapshot"))),
+            "{events:?}"
+        );
+        assert_eq!(mirror.zxid(), 0);
+        assert_eq!(mirror.txns, 0);
     }
 
     #[test]
@@ -664,8 +773,8 @@ mod tests {
             ack_epoch.zxid = SNAP_ZXID;
         }
         script.push(Step::Send(packet(kind::TRUNC, SNAP_ZXID - 1, None)));
-        let ended = follow_script(&mut mirror, script).unwrap();
-        assert!(matches!(ended, Ended::EnsembleGone { .. }));
+        let (ended, _) = follow_script(&mut mirror, script);
+        assert!(matches!(ended, Ok(Ended::EnsembleGone { .. })));
         assert_eq!(
             mirror.zxid(),
             0,
@@ -684,7 +793,7 @@ mod tests {
             Step::Send(packet(kind::DIFF, 0, None)),
             Step::Send(packet(kind::INFORM, 1, Some(vec![0; 3]))),
         ]);
-        let err = follow_script(&mut mirror, script).unwrap_err();
+        let err = follow_script(&mut mirror, script).0.unwrap_err();
         assert!(err.to_string().contains("cannot read"), "{err}");
     }
 }

@@ -114,7 +114,7 @@ impl ZkTree {
                 version,
             } => self.set_data(header, path, data, *version),
             ZkTxn::SetAcl { path, acl, version } => self.set_acl(path, acl, *version),
-            ZkTxn::Error { .. } | ZkTxn::Check => Ok(()),
+            ZkTxn::Error { .. } | ZkTxn::Check { .. } => Ok(()),
             ZkTxn::Multi(txns) => {
                 // A multi that failed is logged as errors only; one that
                 // did not applies every step, skipping those that fail.
@@ -240,17 +240,17 @@ impl ZkTree {
         removed
     }
 
-    #[cfg(test)]
-    pub(crate) fn node(&self, path: &str) -> Option<&ZkNode> {
-        self.nodes.get(path)
-    }
-
     /// The tree as Paddock's, as ZooKeeper loads it at `zxid` (orphaned
     /// ephemerals removed), and how many ephemerals were orphaned.
     pub fn into_data_tree(mut self, zxid: i64) -> Result<(DataTree, usize), SnapshotError> {
         let orphaned = self.remove_orphaned_ephemerals(zxid);
+        Ok((self.into_tree()?, orphaned))
+    }
+
+    /// The tree as Paddock's, as it is.
+    pub fn into_tree(self) -> Result<DataTree, SnapshotError> {
         let (sessions, znodes) = self.into_records();
-        Ok((DataTree::from_records(sessions, znodes)?, orphaned))
+        DataTree::from_records(sessions, znodes)
     }
 
     /// The sessions, each with the password ZooKeeper gave its clients,

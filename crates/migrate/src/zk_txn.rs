@@ -77,8 +77,11 @@ pub enum ZkTxn {
     Error {
         code: i32,
     },
-    /// A multi's check: nothing to do.
-    Check,
+    /// A multi's check: nothing to change.
+    Check {
+        path: String,
+        version: i32,
+    },
     Multi(Vec<ZkTxn>),
 }
 
@@ -142,11 +145,10 @@ fn decode_txn(op: i32, r: &mut Reader) -> Result<ZkTxn, DecodeError> {
         OpCode::Error => ZkTxn::Error {
             code: r.read_i32()?,
         },
-        OpCode::Check => {
-            r.read_string()?;
-            r.read_i32()?;
-            ZkTxn::Check
-        }
+        OpCode::Check => ZkTxn::Check {
+            path: r.read_string()?,
+            version: r.read_i32()?,
+        },
         OpCode::Multi => ZkTxn::Multi(decode_multi(r)?),
         _ => return Err(invalid_op(op)),
     })
