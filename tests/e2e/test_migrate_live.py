@@ -243,3 +243,95 @@ def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_
         if mirror:
             mirror.kill()
         ensemble.stop()
+
+
+def observer(tmp_path, ensemble, name="observer", sid=MIRROR_ID):
+    """A Paddock server that follows `ensemble` as its observer."""
+    server = Server(tmp_path / name, {
+        "tickTime": TICK_MS, "initLimit": 10, "syncLimit": 5,
+        "observeZooKeeper": ensemble.quorum_addresses,
+    }, name=name, kind="paddock")
+    (server.data_dir / "myid").write_text(f"{sid}\n")
+    return server
+
+
+@pytest.mark.timeout(300)
+def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path):
+    """Clients of the Paddock observer read locally and write through the
+    ZooKeeper leader: writes, sequential names, sessions and their
+    ephemerals, watches and sync are ZooKeeper's, on both sides, across a
+    leader change."""
+    ensemble = ZooKeeperEnsemble(tmp_path).start()
+    paddock = None
+    clients = []
+    try:
+        zk = make_kazoo(SimpleNamespace(hosts=ensemble.hosts))
+        clients.append(zk)
+        zk.create("/before", b"on zookeeper")
+        paddock = observer(tmp_path, ensemble).start()
+        client = make_kazoo(paddock)
+        clients.append(client)
+        assert client.get("/before")[0] == b"on zookeeper"
+
+        # Writes through Paddock are ZooKeeper's: names, zxids, sessions.
+        client.create("/app", b"v1")
+        seq = client.create("/app/seq-", b"", sequence=True)
+        client.create("/app/eph", b"", ephemeral=True)
+        client.set("/app", b"v2")
+        zk.sync("/app")
+        assert zk.get("/app")[0] == b"v2"
+        assert zk.exists(seq) is not None
+        assert zk.exists("/app/eph").ephemeralOwner == client.client_id[0]
+
+        # A write on ZooKeeper fires a watch set through Paddock.
+        fired = threading.Event()
+        client.get("/before", watch=lambda event: fired.set())
+        zk.set("/before", b"changed")
+        assert fired.wait(10), "the watch set through Paddock did not fire"
+        client.sync("/before")
+        assert client.get("/before")[0] == b"changed"
+
+        # The leader alone expires sessions: Paddock's pings keep those of
+        # its clients alive, past their timeout.
+        holder = make_kazoo(paddock, timeout=2.0)
+        clients.append(holder)
+        holder.create("/app/held", b"", ephemeral=True)
+        time.sleep(3 * 2.0)
+        zk.sync("/app")
+        assert zk.exists("/app/held").ephemeralOwner == holder.client_id[0]
+
+        # Writes go on through Paddock while the ZooKeeper leader changes.
+        writer = Writer(client, "/app", "w", sets=True)
+        writer.start()
+        assert wait_until(lambda: len(writer.acked) >= 30, timeout=30)
+        ensemble.servers[ensemble.leader()].kill()
+        acked = len(writer.acked)
+        assert wait_until(lambda: len(writer.acked) >= acked + 30, timeout=60), \
+            writer.unknown[-5:]
+        writer.stop()
+        assert client.client_id[0] == writer.session_at_start[0], "the session was lost"
+
+        # The ephemeral goes with its session, on both sides.
+        session_id = client.client_id[0]
+        client.stop()
+        client.close()
+        clients.remove(client)
+        zk.sync("/app")
+        assert zk.exists("/app/eph") is None
+        assert session_id not in {zk.exists(p).ephemeralOwner
+                                  for p in ["/app/" + c for c in zk.get_children("/app")]}
+
+        live = next(s for s in ensemble.servers.values() if s.running())
+        reader = make_kazoo(paddock)
+        clients.append(reader)
+        reader.sync("/")
+        assert_same_tree(whole_tree(paddock, 30), whole_tree(live, 30))
+        paths = set(reader.get_children("/app"))
+        assert {p.rsplit("/", 1)[1] for p in writer.acked_paths()} <= paths
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
+        if paddock:
+            paddock.stop()
+        ensemble.stop()

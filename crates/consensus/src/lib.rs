@@ -52,6 +52,7 @@ pub use histogram::{Histogram, HistogramSnapshot};
 pub use membership::Membership;
 pub use node::{
     Applying, CommittedEntry, Config, Consensus, Network, NoPeers, ReadIndexCallback, SnapshotSent,
+    Upstream, UpstreamSender,
 };
 pub use peers::PeerNetwork;
 /// Raft's message, as a [`Network`] carries it.

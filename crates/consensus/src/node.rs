@@ -170,9 +170,37 @@ enum Command<W> {
     Stop,
 }
 
+/// What the server asks of a replication this crate does not run, which
+/// it reaches through the same handle: Paddock as the observer of an
+/// Apache ZooKeeper ensemble. Such a replication delivers what its leader
+/// commits on the same `Applying` channel, in zxid order.
+pub enum Upstream<W> {
+    Propose { data: Vec<u8>, waiter: W },
+    ReadIndex { callback: ReadIndexCallback },
+    Stop,
+}
+
+/// Hands a request to an upstream replication; false once it has stopped.
+pub type UpstreamSender<W> = Arc<dyn Fn(Upstream<W>) -> bool + Send + Sync>;
+
+/// Where the handle's requests go.
+enum Route<W> {
+    Raft(mpsc::Sender<Command<W>>),
+    Upstream(UpstreamSender<W>),
+}
+
+impl<W> Clone for Route<W> {
+    fn clone(&self) -> Self {
+        match self {
+            Route::Raft(commands) => Route::Raft(commands.clone()),
+            Route::Upstream(send) => Route::Upstream(send.clone()),
+        }
+    }
+}
+
 /// The handle the server holds. Cloning shares the same thread.
 pub struct Consensus<W> {
-    commands: mpsc::Sender<Command<W>>,
+    route: Route<W>,
     status: Arc<Status>,
     thread: Arc<std::sync::Mutex<Option<thread::JoinHandle<()>>>>,
 }
@@ -180,7 +208,7 @@ pub struct Consensus<W> {
 impl<W> Clone for Consensus<W> {
     fn clone(&self) -> Self {
         Self {
-            commands: self.commands.clone(),
+            route: self.route.clone(),
             status: self.status.clone(),
             thread: self.thread.clone(),
         }
@@ -287,10 +315,26 @@ impl<W: Send + 'static> Consensus<W> {
             })
             .map_err(|e| thread_error("starting the consensus thread", e))?;
         Ok(Self {
-            commands,
+            route: Route::Raft(commands),
             status,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
         })
+    }
+
+    /// A handle on a replication run outside this crate by `thread`,
+    /// which takes requests through `send` and publishes what it knows in
+    /// `status`. Membership changes, hand-offs and peer messages do not
+    /// reach it: its leader is not one of ours.
+    pub fn upstream(
+        send: UpstreamSender<W>,
+        status: Arc<Status>,
+        thread: thread::JoinHandle<()>,
+    ) -> Self {
+        Self {
+            route: Route::Upstream(send),
+            status,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        }
     }
 
     /// Stops the thread after the batch it is handling (everything it
@@ -298,7 +342,10 @@ impl<W: Send + 'static> Consensus<W> {
     /// are closed when this returns. Later calls on any handle fail with
     /// `Stopped`.
     pub fn shutdown(&self) {
-        let _ = self.commands.send(Command::Stop);
+        match &self.route {
+            Route::Raft(commands) => drop(commands.send(Command::Stop)),
+            Route::Upstream(send) => drop(send(Upstream::Stop)),
+        }
         let thread = self.thread.lock().expect("thread handle poisoned").take();
         if let Some(thread) = thread {
             let _ = thread.join();
@@ -308,7 +355,10 @@ impl<W: Send + 'static> Consensus<W> {
     /// Proposes `data`. Its `waiter` comes back with the committed entry,
     /// or is dropped if the proposal is lost (no leader, leader changed).
     pub fn propose(&self, data: Vec<u8>, waiter: W) -> Result<(), Error> {
-        self.send(Command::Propose { data, waiter })
+        match &self.route {
+            Route::Raft(_) => self.send(Command::Propose { data, waiter }),
+            Route::Upstream(send) => sent(send(Upstream::Propose { data, waiter })),
+        }
     }
 
     /// Proposes that the group's voters and learners become `target`'s,
@@ -336,7 +386,10 @@ impl<W: Send + 'static> Consensus<W> {
     /// Asks the leader for the commit index a linearizable read must wait
     /// for (raft's read index); `callback` gets it, or `None`.
     pub fn read_index(&self, callback: ReadIndexCallback) -> Result<(), Error> {
-        self.send(Command::ReadIndex { callback })
+        match &self.route {
+            Route::Raft(_) => self.send(Command::ReadIndex { callback }),
+            Route::Upstream(send) => sent(send(Upstream::ReadIndex { callback })),
+        }
     }
 
     /// Before a graceful stop: if this server leads, asks the follower
@@ -372,8 +425,28 @@ impl<W: Send + 'static> Consensus<W> {
         &self.status
     }
 
+    /// Sends a command to the raft thread. An upstream replication takes
+    /// none of these but proposals and reads: a membership change's waiter
+    /// is dropped (the change is lost), the rest have nothing to do.
     fn send(&self, command: Command<W>) -> Result<(), Error> {
-        self.commands.send(command).map_err(|_| Error::Stopped)
+        match &self.route {
+            Route::Raft(commands) => commands.send(command).map_err(|_| Error::Stopped),
+            Route::Upstream(_) => match command {
+                Command::HandOff { reply, .. } => {
+                    let _ = reply.send(HandOff::NotLeading);
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+fn sent(accepted: bool) -> Result<(), Error> {
+    if accepted {
+        Ok(())
+    } else {
+        Err(Error::Stopped)
     }
 }
 

@@ -119,6 +119,25 @@ impl Status {
         self.membership_changing.load(Ordering::Relaxed)
     }
 
+    /// For a replication run outside this crate (`Consensus::upstream`):
+    /// this server follows `leader_id` in `term`, and `committed` is the
+    /// last index (zxid) it was sent.
+    pub fn follow_upstream(&self, leader_id: u64, term: u64, committed: u64) {
+        self.role.store(Role::Follower as u8, Ordering::Relaxed);
+        let previous = self.leader_id.swap(leader_id, Ordering::Relaxed);
+        if previous != leader_id {
+            if previous != 0 {
+                self.leader_changes.fetch_add(1, Ordering::Relaxed);
+            }
+            if leader_id != 0 {
+                self.record_leader(leader_id, term);
+            }
+        }
+        self.term.store(term, Ordering::Relaxed);
+        self.commit_index.store(committed, Ordering::Relaxed);
+        self.last_index.store(committed, Ordering::Relaxed);
+    }
+
     /// How long the log's syncs (one fdatasync per batch) have taken.
     pub fn log_syncs(&self) -> &Histogram {
         &self.log_syncs

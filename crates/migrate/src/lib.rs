@@ -28,6 +28,8 @@ mod password;
 mod tree_txn;
 mod zk_learner;
 mod zk_log;
+mod zk_mirror;
+mod zk_observer;
 mod zk_quorum;
 mod zk_snapshot;
 mod zk_tree;
@@ -42,5 +44,6 @@ pub use paddock_dir::{
 };
 pub use password::zookeeper_password;
 pub use zk_learner::{follow, Ended, Event, LearnerConfig, LearnerError, Mirror};
+pub use zk_observer::{observe_zookeeper, ObserverParts, SessionsTouched};
 pub use zk_snapshot::write_to as write_zookeeper_snapshot;
 pub use zookeeper_dir::{read as read_zookeeper, write as write_zookeeper, ZooKeeperState};

@@ -31,10 +31,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tree::DataTree;
 
 use crate::java_io::{JavaIn, ReadError};
-use crate::tree_txn::{agrees, tree_change, TreeChange};
+pub use crate::zk_mirror::Mirror;
 use crate::zk_quorum::{fields, kind, QuorumPacket};
 use crate::zk_tree::ZkTree;
 use crate::zk_txn::LoggedTxn;
@@ -103,130 +102,51 @@ pub enum LearnerError {
     Snapshot(ReadError),
     #[error("the tree the leader sent is not whole: {0}")]
     Tree(tree::SnapshotError),
+    #[error("the tree the leader sent cannot be saved as a snapshot: {0}")]
+    Save(String),
     #[error("no address to reach for the ZooKeeper server {server:?}: {source}")]
     Address { server: String, source: io::Error },
 }
 
-/// ZooKeeper's tree as followed, and where it is in the leader's history.
-#[derive(Debug, Default)]
-pub struct Mirror {
-    copy: Copy,
+/// What a learner keeps in step with the leader: `paddock mirror`'s own
+/// tree, or a server's (through its apply loop).
+pub(crate) trait Replica {
     /// The last txn applied; 0 before the first sync.
-    zxid: i64,
-    /// The newest epoch a LEADERINFO offered us (Java's `acceptedEpoch`).
-    accepted_epoch: i64,
-    /// The epoch of the last NEWLEADER we acknowledged (`currentEpoch`).
-    current_epoch: i64,
-    /// Txns applied since the mirror began.
-    txns: u64,
-    reported_txns: u64,
-}
-
-/// The copy of the tree, in the form its sync allows.
-#[derive(Debug)]
-enum Copy {
-    /// Loaded from the leader's fuzzy snapshot, not yet up to date.
-    Loading(ZkTree),
-    /// Up to date: Paddock's tree, each txn applied and checked.
-    Following(DataTree),
-}
-
-impl Default for Copy {
-    /// A ZooKeeper that has applied nothing holds what a new tree holds.
-    fn default() -> Self {
-        Copy::Following(DataTree::new())
+    fn zxid(&self) -> i64;
+    /// A SNAP: the leader's tree at `zxid`, fuzzy.
+    fn load(&mut self, tree: ZkTree, zxid: i64);
+    /// UPTODATE: the copy holds everything server `leader` committed in
+    /// `epoch` so far.
+    fn up_to_date(&mut self, leader: u64, epoch: i64) -> Result<(), LearnerError>;
+    /// One committed txn, past `zxid()`, in zxid order. `Err` says how it
+    /// came out other than on the leader: the copy starts over.
+    fn apply(&mut self, txn: LoggedTxn) -> Result<(), String>;
+    /// Forgets the copy: the next sync is a SNAP.
+    fn start_over(&mut self);
+    /// Txns applied so far.
+    fn txns(&self) -> u64;
+    /// A PING's answer: the sessions this server's clients kept alive
+    /// since the last, `{long id; int timeoutMs}` each.
+    fn sessions_touched(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+    /// Requests may go to the leader through `link` (synced), or no more
+    /// (`None`: the connection ended).
+    fn linked(&mut self, _link: Option<TcpStream>) {}
+    /// A packet of the steady state other than PING and INFORM.
+    fn other(&mut self, packet: QuorumPacket) {
+        tracing::warn!("ignored {} from the leader", kind::name(packet.kind));
     }
 }
 
-impl Mirror {
-    pub fn zxid(&self) -> i64 {
-        self.zxid
-    }
-
-    /// The tree as ZooKeeper itself would load it at this zxid, and how
-    /// many ephemerals of ended sessions that removed.
-    pub fn into_data_tree(self) -> Result<(DataTree, usize), tree::SnapshotError> {
-        match self.copy {
-            Copy::Loading(zk) => zk.into_data_tree(self.zxid),
-            Copy::Following(tree) => Ok((tree, 0)),
-        }
-    }
-
-    fn load(&mut self, tree: ZkTree, zxid: i64) {
-        self.copy = Copy::Loading(tree);
-        self.zxid = zxid;
-    }
-
-    /// Forgets the copy (keeping the epochs): the next sync is a SNAP.
-    fn start_over(&mut self) {
-        self.copy = Copy::default();
-        self.zxid = 0;
-    }
-
-    /// The leader says the copy is up to date: from now on it is
-    /// Paddock's tree.
-    fn up_to_date(&mut self) -> Result<(), LearnerError> {
-        self.copy = match std::mem::take(&mut self.copy) {
-            Copy::Loading(zk) => Copy::Following(zk.into_tree().map_err(LearnerError::Tree)?),
-            following => following,
-        };
-        Ok(())
-    }
-
-    /// Applies one committed txn. After a SNAP, txns up to its zxid are
-    /// already in the tree (the leader counts a txn only once applied).
-    fn apply(&mut self, bytes: Vec<u8>, zxid: i64) -> Result<(), SessionEnd> {
-        let txn = LoggedTxn::decode(Bytes::from(bytes))
-            .map_err(|source| LearnerError::Txn { zxid, source })?;
-        if txn.header.zxid <= self.zxid {
-            return Ok(());
-        }
-        match &mut self.copy {
-            Copy::Loading(zk) => {
-                zk.replay(&txn);
-            }
-            Copy::Following(tree) => {
-                if let Err(why) = apply_to_tree(tree, &txn) {
-                    self.start_over();
-                    return Err(SessionEnd::Lost(format!(
-                        "txn {zxid:#x} {why}; starting again from the leader's snapshot"
-                    )));
-                }
-            }
-        }
-        self.zxid = txn.header.zxid;
-        self.txns += 1;
-        Ok(())
-    }
-
-    fn progress(&mut self) -> Option<Event> {
-        (self.txns != self.reported_txns).then(|| {
-            self.reported_txns = self.txns;
-            Event::Progress {
-                zxid: self.zxid,
-                txns: self.txns,
-            }
-        })
-    }
-}
-
-/// Applies a txn the leader committed to a tree that holds what the
-/// leader's held; `Err` says how the outcome differed.
-fn apply_to_tree(tree: &mut DataTree, logged: &LoggedTxn) -> Result<(), String> {
-    let zxid = logged.header.zxid;
-    match tree_change(logged) {
-        TreeChange::Config(data) => tree.install_config(data, zxid),
-        TreeChange::Txn(txn) => {
-            let applied = tree.apply(zxid, &txn);
-            if !agrees(&logged.txn, &applied.outcome) {
-                return Err(format!(
-                    "came out as {:?} here where ZooKeeper's was {:?}",
-                    applied.outcome, logged.txn
-                ));
-            }
-        }
-    }
-    Ok(())
+/// The epochs a learner has seen (Java's `acceptedEpoch` and
+/// `currentEpoch`), kept across its connections.
+#[derive(Debug, Default)]
+struct Epochs {
+    /// The newest a LEADERINFO offered.
+    accepted: i64,
+    /// That of the last NEWLEADER acknowledged.
+    current: i64,
 }
 
 /// How one connection to a leader ended.
@@ -262,6 +182,18 @@ pub fn follow(
     stop: &AtomicBool,
     report: &mut dyn FnMut(Event),
 ) -> Result<Ended, LearnerError> {
+    follow_with(config, mirror, stop, report)
+}
+
+/// [`follow`], for any replica.
+pub(crate) fn follow_with(
+    config: &LearnerConfig,
+    replica: &mut dyn Replica,
+    stop: &AtomicBool,
+    report: &mut dyn FnMut(Event),
+) -> Result<Ended, LearnerError> {
+    let mut epochs = Epochs::default();
+    let mut reported_txns = replica.txns();
     let mut last = String::from("no server tried yet");
     let mut since = Instant::now();
     while since.elapsed() < config.give_up_after {
@@ -280,11 +212,15 @@ pub fn follow(
                 config,
                 server,
                 stream,
-                mirror: &mut *mirror,
+                replica: &mut *replica,
+                epochs: &mut epochs,
+                reported_txns: &mut reported_txns,
                 stop,
                 report: &mut *report,
             };
-            match learner.run() {
+            let end = learner.run();
+            replica.linked(None);
+            match end {
                 SessionEnd::Stopped => return Ok(Ended::Stopped),
                 SessionEnd::Failed(e) => return Err(e),
                 SessionEnd::Lost(reason) => {
@@ -330,7 +266,10 @@ struct Session<'a> {
     config: &'a LearnerConfig,
     server: &'a str,
     stream: TcpStream,
-    mirror: &'a mut Mirror,
+    replica: &'a mut dyn Replica,
+    epochs: &'a mut Epochs,
+    /// The txn count last reported as progress.
+    reported_txns: &'a mut u64,
     stop: &'a AtomicBool,
     report: &'a mut dyn FnMut(Event),
 }
@@ -380,28 +319,28 @@ impl Session<'_> {
             // leader's (which would make it drop us).
             out.i64(0)
         });
-        let accepted = self.mirror.accepted_epoch << 32;
+        let accepted = self.epochs.accepted << 32;
         self.send(QuorumPacket::new(kind::OBSERVER_INFO, accepted, Some(info)))?;
         let leader_info = self.expect(input, kind::LEADER_INFO)?;
         let epoch = leader_info.zxid >> 32;
-        let acked_epoch = match epoch.cmp(&self.mirror.accepted_epoch) {
+        let acked_epoch = match epoch.cmp(&self.epochs.accepted) {
             std::cmp::Ordering::Greater => {
-                self.mirror.accepted_epoch = epoch;
-                self.mirror.current_epoch
+                self.epochs.accepted = epoch;
+                self.epochs.current
             }
             // Acknowledged before: -1 says so.
             std::cmp::Ordering::Equal => -1,
             std::cmp::Ordering::Less => {
                 return Err(SessionEnd::Lost(format!(
                     "its epoch {epoch} is older than the {} already followed",
-                    self.mirror.accepted_epoch
+                    self.epochs.accepted
                 )))
             }
         };
         let data = fields(|out| out.i32(acked_epoch as i32));
         self.send(QuorumPacket::new(
             kind::ACK_EPOCH,
-            self.mirror.zxid,
+            self.replica.zxid(),
             Some(data),
         ))?;
         Ok(epoch)
@@ -431,6 +370,8 @@ impl Session<'_> {
     ) -> Result<(), SessionEnd> {
         let how = self.start_sync(input)?;
         let mut proposals = VecDeque::new();
+        // Told by NEWLEADER's config, when it names the server we reached.
+        let mut leader = 0;
         loop {
             let packet = self.read(input)?;
             match packet.kind {
@@ -438,18 +379,18 @@ impl Session<'_> {
                 kind::COMMIT | kind::COMMIT_AND_ACTIVATE => {
                     if proposals.front().is_some_and(|p| p.zxid == packet.zxid) {
                         let proposal = proposals.pop_front().expect("checked above");
-                        self.mirror
-                            .apply(proposal.data.unwrap_or_default(), proposal.zxid)?;
+                        self.apply(proposal.data.unwrap_or_default(), proposal.zxid)?;
                     }
                 }
                 kind::INFORM | kind::INFORM_AND_ACTIVATE => self.inform(packet)?,
                 kind::NEW_LEADER => {
-                    self.mirror.current_epoch = packet.zxid >> 32;
+                    self.epochs.current = packet.zxid >> 32;
+                    leader = leader_id(packet.data.as_deref(), self.server).unwrap_or(leader);
                     self.stream.set_read_timeout(Some(self.config.sync_limit))?;
                     self.send(QuorumPacket::new(kind::ACK, packet.zxid, None))?;
                 }
                 kind::UP_TO_DATE => {
-                    self.mirror.up_to_date()?;
+                    self.replica.up_to_date(leader, epoch)?;
                     break;
                 }
                 // Java learners ignore pings until synced.
@@ -458,10 +399,11 @@ impl Session<'_> {
             }
         }
         self.send(QuorumPacket::new(kind::ACK, epoch << 32, None))?;
+        self.replica.linked(Some(self.stream.try_clone()?));
         (self.report)(Event::Synced {
             server: self.server.to_owned(),
             how,
-            zxid: self.mirror.zxid,
+            zxid: self.replica.zxid(),
         });
         Ok(())
     }
@@ -490,13 +432,13 @@ impl Session<'_> {
                         LearnerError::Snapshot(input.invalid("signature", at, reason)).into(),
                     );
                 }
-                self.mirror.load(tree, packet.zxid);
+                self.replica.load(tree, packet.zxid);
                 Ok("SNAP")
             }
-            kind::TRUNC if packet.zxid >= self.mirror.zxid => Ok("TRUNC"),
+            kind::TRUNC if packet.zxid >= self.replica.zxid() => Ok("TRUNC"),
             kind::TRUNC => {
                 // A copy cannot be rolled back: the next sync sends all.
-                self.mirror.start_over();
+                self.replica.start_over();
                 Err(SessionEnd::Lost(format!(
                     "the leader rolls history back to {:#x}; starting again from its snapshot",
                     packet.zxid
@@ -526,7 +468,7 @@ impl Session<'_> {
             )));
         }
         data.drain(..skip);
-        self.mirror.apply(data, packet.zxid)
+        self.apply(data, packet.zxid)
     }
 
     /// Steady state (`Observer.processPacket`), until asked to stop.
@@ -536,22 +478,59 @@ impl Session<'_> {
             match packet.kind {
                 kind::PING => self.answer_ping(packet)?,
                 kind::INFORM | kind::INFORM_AND_ACTIVATE => self.inform(packet)?,
-                other => tracing::warn!("ignored {} from the leader", kind::name(other)),
+                _ => self.replica.other(packet),
             }
         }
         Ok(())
     }
 
-    /// A ping's answer lists the sessions our clients kept alive: none.
-    /// The list must be there, empty: the leader reads it unchecked.
+    /// A ping's answer lists the sessions our clients kept alive. The list
+    /// must be there, if empty: the leader reads it unchecked.
     fn answer_ping(&mut self, ping: QuorumPacket) -> Result<(), SessionEnd> {
-        if let Some(event) = self.mirror.progress() {
-            (self.report)(event);
+        let txns = self.replica.txns();
+        if txns != *self.reported_txns {
+            *self.reported_txns = txns;
+            (self.report)(Event::Progress {
+                zxid: self.replica.zxid(),
+                txns,
+            });
         }
-        let mut answer = QuorumPacket::new(kind::PING, ping.zxid, Some(Vec::new()));
+        let touched = self.replica.sessions_touched();
+        let mut answer = QuorumPacket::new(kind::PING, ping.zxid, Some(touched));
         answer.auth = ping.auth;
         Ok(self.send(answer)?)
     }
+
+    /// Applies one committed txn. After a SNAP, txns up to its zxid are
+    /// already in the tree (the leader counts a txn only once applied).
+    fn apply(&mut self, bytes: Vec<u8>, zxid: i64) -> Result<(), SessionEnd> {
+        let txn = LoggedTxn::decode(Bytes::from(bytes))
+            .map_err(|source| LearnerError::Txn { zxid, source })?;
+        if txn.header.zxid <= self.replica.zxid() {
+            return Ok(());
+        }
+        self.replica.apply(txn).map_err(|why| {
+            self.replica.start_over();
+            SessionEnd::Lost(format!(
+                "txn {zxid:#x} {why}; starting again from the leader's snapshot"
+            ))
+        })
+    }
+}
+
+/// The id of `server` (`host:quorumPort`) in a NEWLEADER's config, whose
+/// lines read `server.N=host:quorumPort:electionPort...`.
+fn leader_id(config: Option<&[u8]>, server: &str) -> Option<u64> {
+    let text = std::str::from_utf8(config?).ok()?;
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once('=')?;
+        let id = key.strip_prefix("server.")?.parse().ok()?;
+        let addresses = value.split(';').next()?;
+        addresses
+            .split('|')
+            .any(|address| address.starts_with(&format!("{server}:")))
+            .then_some(id)
+    })
 }
 
 #[cfg(test)]
@@ -723,7 +702,8 @@ mod tests {
         );
         assert_eq!(mirror.zxid(), SNAP_ZXID + 2);
         assert_eq!(
-            mirror.txns, 2,
+            mirror.txns(),
+            2,
             "the txn the snapshot holds is not applied again"
         );
         let (tree, orphaned) = mirror.into_data_tree().unwrap();
@@ -759,15 +739,13 @@ mod tests {
             "{events:?}"
         );
         assert_eq!(mirror.zxid(), 0);
-        assert_eq!(mirror.txns, 0);
+        assert_eq!(mirror.txns(), 0);
     }
 
     #[test]
     fn a_truncation_below_the_mirror_starts_it_over_and_a_bad_txn_stops_it() {
-        let mut mirror = Mirror {
-            zxid: SNAP_ZXID,
-            ..Mirror::default()
-        };
+        let mut mirror = Mirror::default();
+        mirror.load(ZkTree::default(), SNAP_ZXID);
         let mut script = registration();
         if let Step::Expect(ack_epoch) = &mut script[2] {
             ack_epoch.zxid = SNAP_ZXID;
@@ -782,13 +760,6 @@ mod tests {
         );
 
         let mut script = registration();
-        if let Step::Expect(observer_info) = &mut script[0] {
-            observer_info.zxid = EPOCH << 32;
-        }
-        if let Step::Expect(ack_epoch) = &mut script[2] {
-            // The epoch was accepted on the first connection.
-            ack_epoch.data = Some((-1i32).to_be_bytes().to_vec());
-        }
         script.extend([
             Step::Send(packet(kind::DIFF, 0, None)),
             Step::Send(packet(kind::INFORM, 1, Some(vec![0; 3]))),

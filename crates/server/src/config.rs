@@ -19,6 +19,10 @@ use crate::tls_config::{ClientTls, QuorumTls};
 pub const JUTE_MAX_BUFFER_DEFAULT: usize = 0xfffff;
 
 /// The four-letter words ZooKeeper 3.9 enables when no whitelist is given.
+/// The `initLimit` and `syncLimit` of zoo.cfg's sample, for an observed
+/// ZooKeeper ensemble that zoo.cfg does not time.
+const INIT_LIMIT_TICKS_DEFAULT: u32 = 10;
+const SYNC_LIMIT_TICKS_DEFAULT: u32 = 5;
 const FOUR_LETTER_DEFAULT: &[&str] = &["srvr"];
 
 #[derive(Debug, Clone)]
@@ -71,6 +75,13 @@ pub struct ServerConfig {
     /// 3.5+ writes them; its name's `.dynamic.<hex>` suffix is their
     /// version.
     pub dynamic_config_file: Option<PathBuf>,
+    /// `observeZooKeeper`: the quorum addresses (`host:port`) of a running
+    /// Apache ZooKeeper ensemble this server follows as an observer,
+    /// instead of replicating with Paddock servers; empty otherwise.
+    pub observe_zookeeper: Vec<String>,
+    /// That ensemble's `initLimit` and `syncLimit`.
+    pub init_limit_ticks: u32,
+    pub sync_limit_ticks: u32,
     /// The version of the `server.N` lines: 0 in zoo.cfg, the suffix of a
     /// dynamic configuration file's name.
     pub servers_version: i64,
@@ -282,6 +293,9 @@ impl Default for ServerConfig {
             reconfig_enabled: false,
             standalone_enabled: true,
             dynamic_config_file: None,
+            observe_zookeeper: Vec::new(),
+            init_limit_ticks: INIT_LIMIT_TICKS_DEFAULT,
+            sync_limit_ticks: SYNC_LIMIT_TICKS_DEFAULT,
             servers_version: 0,
             four_letter_words: Some(FOUR_LETTER_DEFAULT.iter().map(|s| s.to_string()).collect()),
             jute_max_buffer: JUTE_MAX_BUFFER_DEFAULT,
@@ -299,6 +313,24 @@ impl Default for ServerConfig {
             ignored_keys: Vec::new(),
             initial_configuration: String::new(),
         }
+    }
+}
+
+/// A comma-separated list of `host:port`.
+fn addresses(key: &str, value: &str) -> Result<Vec<String>, ConfigError> {
+    let list: Vec<String> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned)
+        .collect();
+    match list.iter().find(|a| {
+        a.rsplit_once(':')
+            .is_none_or(|(host, port)| host.is_empty() || port.parse::<u16>().is_err())
+    }) {
+        Some(bad) => Err(invalid(key, value, format!("{bad:?} is not host:port"))),
+        None if list.is_empty() => Err(invalid(key, value, "expected host:port,...")),
+        None => Ok(list),
     }
 }
 
@@ -454,6 +486,9 @@ impl ServerConfig {
                 "reconfigEnabled" => config.reconfig_enabled = boolean(raw_key, value)?,
                 "standaloneEnabled" => config.standalone_enabled = boolean(raw_key, value)?,
                 "dynamicConfigFile" => config.dynamic_config_file = Some(PathBuf::from(value)),
+                "observeZooKeeper" => config.observe_zookeeper = addresses(raw_key, value)?,
+                "initLimit" => config.init_limit_ticks = number(raw_key, value)?,
+                "syncLimit" => config.sync_limit_ticks = number(raw_key, value)?,
                 "audit.impl.class" => audit_logger(raw_key, value)?,
                 "4lw.commands.whitelist" => config.four_letter_words = whitelist(value),
                 "jute.maxbuffer" => config.jute_max_buffer = number(raw_key, value)?,
@@ -582,7 +617,23 @@ impl ServerConfig {
                     .to_string(),
             );
         }
+        if self.observe_zookeeper.is_empty()
+            && (self.init_limit_ticks, self.sync_limit_ticks)
+                != (INIT_LIMIT_TICKS_DEFAULT, SYNC_LIMIT_TICKS_DEFAULT)
+        {
+            warnings.push(
+                "initLimit and syncLimit have no effect: Paddock's own servers elect with raft's \
+                 timeouts; they time a ZooKeeper ensemble followed with observeZooKeeper"
+                    .to_string(),
+            );
+        }
         warnings
+    }
+
+    /// Whether this server follows an Apache ZooKeeper ensemble as its
+    /// observer (`observeZooKeeper`).
+    pub fn observes_zookeeper(&self) -> bool {
+        !self.observe_zookeeper.is_empty()
     }
 
     /// The timeout a client gets: what it asked for, within [min, max].
@@ -946,5 +997,23 @@ mod tests {
         let err = config("minSessionTimeout=5000\nmaxSessionTimeout=1000").unwrap_err();
         assert!(err.to_string().contains("maxSessionTimeout"), "{err}");
         assert!(config("clientPort=abc").is_err());
+    }
+
+    #[test]
+    fn an_observed_zookeeper_ensemble_is_a_list_of_quorum_addresses() {
+        let c = config("observeZooKeeper=10.0.0.1:2888, zk2.example:2888\ninitLimit=20").unwrap();
+        assert_eq!(c.observe_zookeeper, ["10.0.0.1:2888", "zk2.example:2888"]);
+        assert_eq!(c.init_limit_ticks, 20);
+        assert!(c.observes_zookeeper() && c.warnings().is_empty());
+        for bad in [
+            "observeZooKeeper=zk1",
+            "observeZooKeeper=zk1:port",
+            "observeZooKeeper=,",
+        ] {
+            let err = config(bad).unwrap_err().to_string();
+            assert!(err.contains("observeZooKeeper"), "{bad}: {err}");
+        }
+        let unused = config("syncLimit=2").unwrap().warnings();
+        assert!(unused.iter().any(|w| w.contains("syncLimit")), "{unused:?}");
     }
 }

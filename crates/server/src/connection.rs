@@ -431,7 +431,13 @@ async fn create_session(shared: &Shared, timeout_ms: i32) -> Result<(i64, Bytes)
         ));
     }
     let session_id = shared.session_ids.next();
-    let password = random_password();
+    // A ZooKeeper ensemble derives a session's password from its id, and
+    // its servers check it so when a client moves to one of them.
+    let password = if shared.config.observes_zookeeper() {
+        Bytes::from(migrate::zookeeper_password(session_id))
+    } else {
+        random_password()
+    };
     let txn = stamped_txn(
         session_id,
         TxnOp::CreateSession {

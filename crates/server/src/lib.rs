@@ -56,6 +56,7 @@ mod throttle;
 mod tls_config;
 mod tls_listener;
 mod watch;
+mod zookeeper_observer;
 
 pub use auth::{authenticate, certificate_ids, digest_id};
 pub use config::{

@@ -84,6 +84,8 @@ pub enum ServerError {
     Apply(#[from] ApplyError),
     #[error("the replicated log stopped (see the error logged above)")]
     LogStopped,
+    #[error("cannot start following ZooKeeper: {0}")]
+    Observer(String),
 }
 
 /// Runs a server until `shutdown` completes or a fatal error occurs.
@@ -140,10 +142,27 @@ pub async fn run(
         }
         config.servers = crate::membership::with_self(servers, &config)?;
     }
-    crate::membership::install(&mut tree, &config);
+    let observing = config.observes_zookeeper();
+    if !observing {
+        crate::membership::install(&mut tree, &config);
+    }
     let ensemble = Ensemble::from_config(&config)?;
-
-    let server_id = ensemble.as_ref().map_or(1, |e| e.my_id);
+    let server_id = match &ensemble {
+        Some(ensemble) if observing => {
+            return Err(ConfigError::Invalid {
+                key: "observeZooKeeper".into(),
+                value: config.observe_zookeeper.join(","),
+                reason: format!(
+                    "server.{} lines make a Paddock ensemble; a server that observes ZooKeeper has none",
+                    ensemble.my_id
+                ),
+            }
+            .into())
+        }
+        Some(ensemble) => ensemble.my_id,
+        None if observing => crate::zookeeper_observer::server_id(&config)?,
+        None => 1,
+    };
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
@@ -161,23 +180,35 @@ pub async fn run(
         .as_ref()
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
-    let consensus = Consensus::start(
-        consensus::Config {
-            id: server_id,
-            voters: voters.clone(),
-            learners,
-            log_dir,
-            tick: RAFT_TICK,
-            election_ticks: ELECTION_TICKS,
-            sync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
-        },
-        snapshot_meta.as_ref(),
-        committed_tx,
-        match &network {
-            Some(network) => network.clone(),
-            None => Arc::new(consensus::NoPeers),
-        },
-    )?;
+    let shared_later = Arc::new(std::sync::OnceLock::new());
+    let consensus = if observing {
+        crate::zookeeper_observer::start(
+            &config,
+            server_id,
+            snapshot_meta.as_ref(),
+            snapshots.clone(),
+            committed_tx,
+            shared_later.clone(),
+        )?
+    } else {
+        Consensus::start(
+            consensus::Config {
+                id: server_id,
+                voters: voters.clone(),
+                learners,
+                log_dir,
+                tick: RAFT_TICK,
+                election_ticks: ELECTION_TICKS,
+                sync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
+            },
+            snapshot_meta.as_ref(),
+            committed_tx,
+            match &network {
+                Some(network) => network.clone(),
+                None => Arc::new(consensus::NoPeers),
+            },
+        )?
+    };
 
     let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
     let shared = Arc::new(Shared {
@@ -210,6 +241,7 @@ pub async fn run(
         reconfig_asks: Default::default(),
         config,
     });
+    let _ = shared_later.set(Arc::downgrade(&shared));
     if let Some((ensemble, network)) = &shared.peers {
         start_peer_transport(&shared, ensemble, network).await?;
     }

@@ -1,0 +1,446 @@
+//! A Paddock server as the observer of a running Apache ZooKeeper
+//! ensemble. It follows the leader as `paddock mirror` does
+//! (`zk_learner`), but its copy is the server's own tree, changed by the
+//! server's apply loop: what the leader commits arrives there as the
+//! tree's own transactions (`tree_txn`), on the channel raft's committed
+//! entries take, with ZooKeeper's zxids as log indexes. A SNAP becomes a
+//! Paddock snapshot at the leader's zxid, which the apply loop restores.
+//!
+//! The server's writes and sessions go to the leader as a ZooKeeper
+//! observer forwards its clients' (REQUEST, with the client's auth ids),
+//! and each comes back as the INFORM that carries it, matched by session
+//! id and cxid: that entry completes the writer's waiter. `sync` is
+//! ZooKeeper's SYNC, answered in order. Every ping's answer names the
+//! sessions this server's clients kept alive, as the leader alone expires
+//! sessions.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::{Bytes, BytesMut};
+use consensus::{
+    Applying, CommittedEntry, Consensus, Membership, ReadIndexCallback, SnapshotMeta, Snapshots,
+    Status, Upstream,
+};
+use jute::{
+    CreateRequest, CreateTTLRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, Record,
+    SetACLRequest, SetDataRequest, SyncRequest, WriteExt,
+};
+use tokio::sync::mpsc::UnboundedSender;
+use tree::{Txn, TxnOp};
+
+use crate::tree_txn::{tree_change, TreeChange};
+use crate::zk_learner::{follow_with, Ended, Event, LearnerConfig, LearnerError, Replica};
+use crate::zk_quorum::{fields, kind, QuorumPacket};
+use crate::zk_tree::ZkTree;
+use crate::zk_txn::LoggedTxn;
+
+/// Lists the sessions this server's clients were heard from since it was
+/// last asked, with their timeouts.
+pub type SessionsTouched = Box<dyn FnMut() -> Vec<(i64, i32)> + Send>;
+
+/// What the server gives its observer.
+pub struct ObserverParts<W> {
+    pub learner: LearnerConfig,
+    pub server_id: u64,
+    /// The zxid the server's tree is at (its snapshot's index).
+    pub zxid: i64,
+    pub snapshots: Arc<Snapshots>,
+    pub snapshots_retained: usize,
+    pub committed: UnboundedSender<Applying<W>>,
+    pub sessions_touched: SessionsTouched,
+}
+
+/// Starts following the ensemble on a thread of its own; the handle is
+/// the server's consensus.
+pub fn observe_zookeeper<W: Send + 'static>(parts: ObserverParts<W>) -> io::Result<Consensus<W>> {
+    let status = Arc::new(Status::default());
+    let forwarding = Arc::new(Mutex::new(Forwarding::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let learner = parts.learner.clone();
+    let mut replica = ServerReplica {
+        server_id: parts.server_id,
+        zxid: parts.zxid,
+        loading: None,
+        leader: 0,
+        epoch: 0,
+        txns: 0,
+        committed: parts.committed,
+        snapshots: parts.snapshots,
+        snapshots_retained: parts.snapshots_retained,
+        status: status.clone(),
+        forwarding: forwarding.clone(),
+        sessions_touched: parts.sessions_touched,
+    };
+    let stopping = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name("zookeeper-observer".into())
+        .spawn(move || run(&learner, &mut replica, &stopping))?;
+    let send = move |request: Upstream<W>| match request {
+        Upstream::Propose { data, waiter } => {
+            forward(&forwarding, data, waiter);
+            true
+        }
+        Upstream::ReadIndex { callback } => {
+            forward_sync(&forwarding, callback);
+            true
+        }
+        Upstream::Stop => {
+            stop.store(true, Ordering::Relaxed);
+            true
+        }
+    };
+    Ok(Consensus::upstream(Arc::new(send), status, thread))
+}
+
+/// Follows until stopped; a server whose ensemble is gone keeps serving
+/// reads of what it has, and tries again.
+fn run<W>(learner: &LearnerConfig, replica: &mut ServerReplica<W>, stop: &AtomicBool) {
+    let mut report = |event: Event| match event {
+        Event::Synced { server, how, zxid } => tracing::info!(
+            zxid = format!("{zxid:#x}"),
+            "synced by {how} from the ZooKeeper leader at {server}"
+        ),
+        Event::Lost { server, reason } => {
+            tracing::warn!("lost the ZooKeeper leader at {server}: {reason}")
+        }
+        Event::Progress { .. } => {}
+    };
+    while !stop.load(Ordering::Relaxed) {
+        match follow_with(learner, replica, stop, &mut report) {
+            Ok(Ended::Stopped) => return,
+            Ok(Ended::EnsembleGone { last }) => {
+                tracing::warn!("no ZooKeeper server leads ({last}); still trying")
+            }
+            Err(error) => {
+                tracing::error!("following ZooKeeper stopped: {error}");
+                return;
+            }
+        }
+    }
+}
+
+/// Requests on their way to the leader, and the connection they take.
+struct Forwarding<W> {
+    /// The connection to the leader, once synced.
+    link: Option<TcpStream>,
+    next_cxid: i32,
+    /// Writers waiting for their INFORM, by session and cxid.
+    pending: HashMap<(i64, i32), W>,
+    /// Syncs waiting for the leader's SYNC, oldest first.
+    syncs: VecDeque<ReadIndexCallback>,
+}
+
+impl<W> Default for Forwarding<W> {
+    fn default() -> Self {
+        Self {
+            link: None,
+            next_cxid: 1,
+            pending: HashMap::new(),
+            syncs: VecDeque::new(),
+        }
+    }
+}
+
+impl<W> Forwarding<W> {
+    fn take_cxid(&mut self) -> i32 {
+        let cxid = self.next_cxid;
+        self.next_cxid = if cxid == i32::MAX { 1 } else { cxid + 1 };
+        cxid
+    }
+
+    /// Sends a packet to the leader; false when there is no leader or the
+    /// write failed (the reader then sees the connection end).
+    fn send(&mut self, packet: &QuorumPacket) -> bool {
+        match &self.link {
+            Some(link) => packet.write(&mut &*link).is_ok(),
+            None => false,
+        }
+    }
+
+    /// The connection ended: what waited on it is lost, as proposals are
+    /// when raft's leader changes (their clients retry).
+    fn unlink(&mut self) {
+        self.link = None;
+        self.pending.clear();
+        for callback in self.syncs.drain(..) {
+            callback(None);
+        }
+    }
+}
+
+fn lock<W>(forwarding: &Mutex<Forwarding<W>>) -> MutexGuard<'_, Forwarding<W>> {
+    forwarding.lock().expect("forwarding poisoned")
+}
+
+/// Forwards a proposed txn as the client request that makes it. A txn
+/// ZooKeeper has no request for (a refusal decided here, a membership
+/// change) is dropped: its client sees the request lost.
+fn forward<W>(forwarding: &Mutex<Forwarding<W>>, data: Vec<u8>, waiter: W) {
+    let Ok(txn) = Txn::decode(Bytes::from(data)) else {
+        return;
+    };
+    let Some((op, body)) = request(&txn.op) else {
+        tracing::warn!("{:?} has no ZooKeeper request: not forwarded", txn.op);
+        return;
+    };
+    let mut forwarding = lock(forwarding);
+    let cxid = forwarding.take_cxid();
+    let mut data = BytesMut::new();
+    data.write_i64(txn.session_id);
+    data.write_i32(cxid);
+    data.write_i32(op.code());
+    data.extend_from_slice(&body);
+    let mut packet = QuorumPacket::new(kind::REQUEST, -1, Some(data.to_vec()));
+    packet.auth = txn.auth;
+    if forwarding.send(&packet) {
+        forwarding.pending.insert((txn.session_id, cxid), waiter);
+    }
+}
+
+/// Asks the leader for a SYNC: it comes once everything the leader had
+/// committed is on its way here.
+fn forward_sync<W>(forwarding: &Mutex<Forwarding<W>>, callback: ReadIndexCallback) {
+    let mut forwarding = lock(forwarding);
+    let cxid = forwarding.take_cxid();
+    let body = SyncRequest {
+        path: Some("/".into()),
+    }
+    .to_bytes();
+    let data = fields(|out| {
+        out.i64(0)?;
+        out.i32(cxid)?;
+        out.i32(OpCode::Sync.code())
+    });
+    let packet = QuorumPacket::new(kind::REQUEST, -1, Some([data, body.to_vec()].concat()));
+    if forwarding.send(&packet) {
+        forwarding.syncs.push_back(callback);
+    } else {
+        callback(None);
+    }
+}
+
+/// The client request (opcode and body) that makes `op`.
+fn request(op: &TxnOp) -> Option<(OpCode, Bytes)> {
+    Some(match op {
+        TxnOp::CreateSession { timeout_ms, .. } => (
+            OpCode::CreateSession,
+            Bytes::copy_from_slice(&timeout_ms.to_be_bytes()),
+        ),
+        TxnOp::CloseSession => (OpCode::CloseSession, Bytes::new()),
+        TxnOp::SetAcl { path, acl, version } => (
+            OpCode::SetAcl,
+            SetACLRequest {
+                path: Some(path.clone()),
+                acl: acl.clone(),
+                version: *version,
+            }
+            .to_bytes(),
+        ),
+        TxnOp::Multi(ops) => {
+            let ops = ops.iter().map(multi_op).collect::<Option<Vec<_>>>()?;
+            (OpCode::Multi, MultiRequest(ops).to_bytes())
+        }
+        op => match multi_op(op)? {
+            MultiOp::Create { op, req } => (op, req.to_bytes()),
+            MultiOp::CreateTtl(req) => (OpCode::CreateTtl, req.to_bytes()),
+            MultiOp::Delete(req) => (OpCode::Delete, req.to_bytes()),
+            MultiOp::SetData(req) => (OpCode::SetData, req.to_bytes()),
+            MultiOp::Check(req) => (OpCode::Check, req.to_bytes()),
+        },
+    })
+}
+
+/// The request of one op that a multi may hold.
+fn multi_op(op: &TxnOp) -> Option<MultiOp> {
+    Some(match op {
+        TxnOp::Create {
+            path,
+            data,
+            acl,
+            mode,
+            ttl_ms,
+        } => {
+            let flags = mode.flags();
+            if mode.is_ttl() {
+                MultiOp::CreateTtl(CreateTTLRequest {
+                    path: path.clone(),
+                    data: data.clone(),
+                    acl: acl.clone(),
+                    flags,
+                    ttl: *ttl_ms,
+                })
+            } else {
+                let op = if mode.is_container() {
+                    OpCode::CreateContainer
+                } else {
+                    OpCode::Create2
+                };
+                MultiOp::Create {
+                    op,
+                    req: CreateRequest {
+                        path: path.clone(),
+                        data: data.clone(),
+                        acl: acl.clone(),
+                        flags,
+                    },
+                }
+            }
+        }
+        TxnOp::Delete { path, version } => MultiOp::Delete(DeleteRequest {
+            path: path.clone(),
+            version: *version,
+        }),
+        TxnOp::SetData {
+            path,
+            data,
+            version,
+        } => MultiOp::SetData(SetDataRequest {
+            path: path.clone(),
+            data: data.clone(),
+            version: *version,
+        }),
+        TxnOp::Check { path, version } => MultiOp::Check(jute::CheckVersionRequest {
+            path: path.clone(),
+            version: *version,
+        }),
+        _ => return None,
+    })
+}
+
+/// The server's side of the learner: its tree is the apply loop's.
+struct ServerReplica<W> {
+    server_id: u64,
+    zxid: i64,
+    /// The leader's fuzzy snapshot and what followed it, until UPTODATE.
+    loading: Option<ZkTree>,
+    leader: u64,
+    epoch: i64,
+    txns: u64,
+    committed: UnboundedSender<Applying<W>>,
+    snapshots: Arc<Snapshots>,
+    snapshots_retained: usize,
+    status: Arc<Status>,
+    forwarding: Arc<Mutex<Forwarding<W>>>,
+    sessions_touched: SessionsTouched,
+}
+
+impl<W> ServerReplica<W> {
+    /// Writes the synced tree as a snapshot at its zxid and has the apply
+    /// loop restore it.
+    fn hand_over(&mut self, zk: ZkTree) -> Result<(), LearnerError> {
+        let tree = zk.into_tree().map_err(LearnerError::Tree)?;
+        let meta = SnapshotMeta {
+            index: self.zxid as u64,
+            term: self.epoch as u64,
+            membership: Membership::new(vec![self.server_id], vec![]),
+        };
+        self.snapshots
+            .save(&meta, self.snapshots_retained, |out| {
+                tree.write_snapshot(out)
+            })
+            .map_err(|e| LearnerError::Save(e.to_string()))?;
+        let _ = self.committed.send(Applying::Restore(meta));
+        Ok(())
+    }
+
+    fn publish(&self) {
+        self.status
+            .follow_upstream(self.leader, self.epoch as u64, self.zxid as u64);
+    }
+}
+
+impl<W> Replica for ServerReplica<W> {
+    fn zxid(&self) -> i64 {
+        self.zxid
+    }
+
+    fn load(&mut self, tree: ZkTree, zxid: i64) {
+        self.loading = Some(tree);
+        self.zxid = zxid;
+    }
+
+    fn up_to_date(&mut self, leader: u64, epoch: i64) -> Result<(), LearnerError> {
+        self.leader = leader.max(1);
+        self.epoch = epoch;
+        if let Some(zk) = self.loading.take() {
+            self.hand_over(zk)?;
+        }
+        self.publish();
+        Ok(())
+    }
+
+    fn apply(&mut self, txn: LoggedTxn) -> Result<(), String> {
+        let zxid = txn.header.zxid;
+        if let Some(zk) = &mut self.loading {
+            zk.replay(&txn);
+        } else {
+            let data = match tree_change(&txn) {
+                TreeChange::Txn(change) => {
+                    let mut buf = BytesMut::new();
+                    change.encode(&mut buf);
+                    buf.freeze()
+                }
+                // The ensemble's membership is ZooKeeper's to keep.
+                TreeChange::Config(_) => Bytes::new(),
+            };
+            let key = (txn.header.client_id, txn.header.cxid);
+            let waiter = lock(&self.forwarding).pending.remove(&key);
+            let entry = CommittedEntry {
+                index: zxid as u64,
+                term: self.epoch as u64,
+                data,
+                waiter,
+                membership: None,
+            };
+            let _ = self.committed.send(Applying::Entries(vec![entry]));
+        }
+        self.zxid = zxid;
+        self.txns += 1;
+        if self.loading.is_none() {
+            self.publish();
+        }
+        Ok(())
+    }
+
+    fn start_over(&mut self) {
+        self.loading = None;
+        self.zxid = 0;
+    }
+
+    fn txns(&self) -> u64 {
+        self.txns
+    }
+
+    fn sessions_touched(&mut self) -> Vec<u8> {
+        fields(|out| {
+            for (id, timeout_ms) in (self.sessions_touched)() {
+                out.i64(id)?;
+                out.i32(timeout_ms)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn linked(&mut self, link: Option<TcpStream>) {
+        let mut forwarding = lock(&self.forwarding);
+        match link {
+            Some(link) => forwarding.link = Some(link),
+            None => forwarding.unlink(),
+        }
+    }
+
+    fn other(&mut self, packet: QuorumPacket) {
+        match packet.kind {
+            kind::SYNC => {
+                if let Some(callback) = lock(&self.forwarding).syncs.pop_front() {
+                    callback(Some(self.zxid as u64));
+                }
+            }
+            other => tracing::warn!("ignored {} from the leader", kind::name(other)),
+        }
+    }
+}
