@@ -29,7 +29,7 @@ from conftest import make_kazoo
 from ensemble import Writer
 from test_migrate import assert_same_tree, fill, start_on, whole_tree
 from zkharness import HOST, Server, free_port, paddock_bin, wait_until, zookeeper_39_classpath
-from zkwire import CreateMode, Err, Op, RawClient, create_body
+from zkwire import CreateMode, Err, Op, RawClient, Writer as RequestWriter, create_body
 
 pytestmark = pytest.mark.paddock_only("follows an Apache ZooKeeper ensemble with `paddock mirror`")
 
@@ -255,6 +255,23 @@ def observer(tmp_path, ensemble, name="observer", sid=MIRROR_ID):
     return server
 
 
+def set_body(path, data=b"x", version=-1):
+    return RequestWriter().string(path).buffer(data).int(version).bytes()
+
+
+def move_session(raw, server):
+    """`raw`'s session, resumed on `server` with its last zxid (a new
+    session when `raw` is None); the old connection is dropped, not
+    closed."""
+    if raw is None:
+        return RawClient(server.host, server.port)
+    raw.close_socket()
+    moved = RawClient(server.host, server.port, session_id=raw.session_id,
+                      passwd=raw.passwd, last_zxid=raw.last_zxid)
+    assert moved.negotiated_timeout > 0, f"the session was refused by {server.name}"
+    return moved
+
+
 @pytest.mark.timeout(300)
 def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path):
     """Clients of the Paddock observer read locally and write through the
@@ -299,6 +316,18 @@ def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path):
         time.sleep(3 * 2.0)
         zk.sync("/app")
         assert zk.exists("/app/held").ephemeralOwner == holder.client_id[0]
+
+        # A session moves from ZooKeeper to Paddock and back, writing on
+        # each: the leader takes its writes from whichever server holds it.
+        moving = move_session(None, ensemble.servers[1])
+        assert moving.request(Op.create, create_body(
+            "/app/moving", b"", flags=CreateMode.EPHEMERAL)).err == Err.OK
+        for server in [paddock, ensemble.servers[2]]:
+            moving = move_session(moving, server)
+            assert moving.request(Op.setData, set_body("/app/moving")).err == Err.OK
+        zk.sync("/app")
+        assert zk.exists("/app/moving").version == 2
+        moving.close()
 
         # Writes go on through Paddock while the ZooKeeper leader changes.
         writer = Writer(client, "/app", "w", sets=True)

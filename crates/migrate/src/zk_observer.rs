@@ -12,7 +12,9 @@
 //! id and cxid: that entry completes the writer's waiter. `sync` is
 //! ZooKeeper's SYNC, answered in order. Every ping's answer names the
 //! sessions this server's clients kept alive, as the leader alone expires
-//! sessions.
+//! sessions. A client that resumes its session here has the leader
+//! revalidate it (REVALIDATE), which also makes this server the session's
+//! owner: the leader refuses a session's writes from any other.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -42,6 +44,14 @@ use crate::zk_txn::LoggedTxn;
 /// last asked, with their timeouts.
 pub type SessionsTouched = Box<dyn FnMut() -> Vec<(i64, i32)> + Send>;
 
+/// Gets the leader's word on a session a client resumes here:
+/// `Some(valid)`, or `None` when no leader answered.
+pub type RevalidateCallback = Box<dyn FnOnce(Option<bool>) + Send>;
+
+/// Asks the leader whether session `id` (with its timeout in ms) lives,
+/// and to move it to this server if so.
+pub type Revalidate = Arc<dyn Fn(i64, i32, RevalidateCallback) + Send + Sync>;
+
 /// What the server gives its observer.
 pub struct ObserverParts<W> {
     pub learner: LearnerConfig,
@@ -55,8 +65,10 @@ pub struct ObserverParts<W> {
 }
 
 /// Starts following the ensemble on a thread of its own; the handle is
-/// the server's consensus.
-pub fn observe_zookeeper<W: Send + 'static>(parts: ObserverParts<W>) -> io::Result<Consensus<W>> {
+/// the server's consensus, beside the way to revalidate sessions.
+pub fn observe_zookeeper<W: Send + 'static>(
+    parts: ObserverParts<W>,
+) -> io::Result<(Consensus<W>, Revalidate)> {
     let status = Arc::new(Status::default());
     let forwarding = Arc::new(Mutex::new(Forwarding::default()));
     let stop = Arc::new(AtomicBool::new(false));
@@ -76,6 +88,10 @@ pub fn observe_zookeeper<W: Send + 'static>(parts: ObserverParts<W>) -> io::Resu
         sessions_touched: parts.sessions_touched,
     };
     let stopping = stop.clone();
+    let revalidating = forwarding.clone();
+    let revalidate: Revalidate = Arc::new(move |session_id, timeout_ms, callback| {
+        revalidate_session(&revalidating, session_id, timeout_ms, callback)
+    });
     let thread = std::thread::Builder::new()
         .name("zookeeper-observer".into())
         .spawn(move || run(&learner, &mut replica, &stopping))?;
@@ -93,7 +109,10 @@ pub fn observe_zookeeper<W: Send + 'static>(parts: ObserverParts<W>) -> io::Resu
             true
         }
     };
-    Ok(Consensus::upstream(Arc::new(send), status, thread))
+    Ok((
+        Consensus::upstream(Arc::new(send), status, thread),
+        revalidate,
+    ))
 }
 
 /// Follows until stopped; a server whose ensemble is gone keeps serving
@@ -132,6 +151,9 @@ struct Forwarding<W> {
     pending: HashMap<(i64, i32), W>,
     /// Syncs waiting for the leader's SYNC, oldest first.
     syncs: VecDeque<ReadIndexCallback>,
+    /// Resumed sessions waiting for the leader's REVALIDATE, by id (a
+    /// session asked for again waits for the same answer).
+    revalidations: HashMap<i64, Vec<RevalidateCallback>>,
 }
 
 impl<W> Default for Forwarding<W> {
@@ -141,6 +163,7 @@ impl<W> Default for Forwarding<W> {
             next_cxid: 1,
             pending: HashMap::new(),
             syncs: VecDeque::new(),
+            revalidations: HashMap::new(),
         }
     }
 }
@@ -167,6 +190,9 @@ impl<W> Forwarding<W> {
         self.link = None;
         self.pending.clear();
         for callback in self.syncs.drain(..) {
+            callback(None);
+        }
+        for callback in self.revalidations.drain().flat_map(|(_, waiting)| waiting) {
             callback(None);
         }
     }
@@ -221,6 +247,38 @@ fn forward_sync<W>(forwarding: &Mutex<Forwarding<W>>, callback: ReadIndexCallbac
     } else {
         callback(None);
     }
+}
+
+/// Sends REVALIDATE `{long id; int timeoutMs}` (ZooKeeper's
+/// `Learner.validateSession`); the leader answers `{long id; boolean
+/// valid}`.
+fn revalidate_session<W>(
+    forwarding: &Mutex<Forwarding<W>>,
+    session_id: i64,
+    timeout_ms: i32,
+    callback: RevalidateCallback,
+) {
+    let mut forwarding = lock(forwarding);
+    let data = fields(|out| {
+        out.i64(session_id)?;
+        out.i32(timeout_ms)
+    });
+    if forwarding.send(&QuorumPacket::new(kind::REVALIDATE, -1, Some(data))) {
+        forwarding
+            .revalidations
+            .entry(session_id)
+            .or_default()
+            .push(callback);
+    } else {
+        callback(None);
+    }
+}
+
+/// The leader's answer to a REVALIDATE: the session and whether it lives.
+fn revalidated(data: &[u8]) -> Option<(i64, bool)> {
+    let id = i64::from_be_bytes(data.get(..8)?.try_into().ok()?);
+    let valid = *data.get(8)? != 0;
+    Some((id, valid))
 }
 
 /// The client request (opcode and body) that makes `op`.
@@ -438,6 +496,16 @@ impl<W> Replica for ServerReplica<W> {
             kind::SYNC => {
                 if let Some(callback) = lock(&self.forwarding).syncs.pop_front() {
                     callback(Some(self.zxid as u64));
+                }
+            }
+            kind::REVALIDATE => {
+                let Some((session_id, valid)) = packet.data.as_deref().and_then(revalidated) else {
+                    tracing::warn!("a REVALIDATE from the leader too short to read: ignored");
+                    return;
+                };
+                let waiting = lock(&self.forwarding).revalidations.remove(&session_id);
+                for callback in waiting.into_iter().flatten() {
+                    callback(Some(valid));
                 }
             }
             other => tracing::warn!("ignored {} from the leader", kind::name(other)),

@@ -109,6 +109,8 @@ enum ConnectionError {
         "refusing a client that cannot take a read-only server (readonlymode.enabled, no leader)"
     )]
     NotReadOnlyClient,
+    #[error("the leader of the observed ZooKeeper ensemble did not answer for the session; the client should try another server")]
+    NoLeader,
 }
 
 /// Serves a plain-text connection.
@@ -357,41 +359,22 @@ async fn establish<W: AsyncWrite + Unpin>(
         local_session(shared)
     } else if connect.session_id == 0 {
         create_session(shared, timeout_ms).await?
+    } else if let Some(password) = resume_session(shared, connect, timeout_ms).await? {
+        (connect.session_id, password)
     } else {
-        let known = shared
-            .published()
-            .tree
-            .session(connect.session_id)
-            .map(|s| s.password.clone());
-        match known {
-            Some(password) if password == connect.password => {
-                shared.sessions.track(
-                    connect.session_id,
-                    crate::session::session_timeout(timeout_ms),
-                    Instant::now(),
-                );
-                if let Some((_, network)) = &shared.peers {
-                    let moved = crate::ensemble::PeerNote::SessionMoved(connect.session_id);
-                    crate::ensemble::broadcast(network, &moved);
-                }
-                (connect.session_id, password)
-            }
-            _ => {
-                // ZooKeeper's answer to an unknown session or a wrong
-                // password: timeout 0, which clients read as expired.
-                tracing::info!(%remote, session = format!("{:#x}", connect.session_id), "refusing reconnect: session expired or wrong password");
-                let refusal = ConnectResponse {
-                    protocol_version: 0,
-                    timeout_ms: 0,
-                    session_id: 0,
-                    password: Bytes::from_static(&[0; PASSWORD_BYTES]),
-                    read_only,
-                };
-                writer.write_all(&reply::bare(&refusal)).await?;
-                writer.shutdown().await?;
-                return Ok(None);
-            }
-        }
+        // ZooKeeper's answer to an unknown session or a wrong password:
+        // timeout 0, which clients read as expired.
+        tracing::info!(%remote, session = format!("{:#x}", connect.session_id), "refusing reconnect: session expired or wrong password");
+        let refusal = ConnectResponse {
+            protocol_version: 0,
+            timeout_ms: 0,
+            session_id: 0,
+            password: Bytes::from_static(&[0; PASSWORD_BYTES]),
+            read_only,
+        };
+        writer.write_all(&reply::bare(&refusal)).await?;
+        writer.shutdown().await?;
+        return Ok(None);
     };
     let response = ConnectResponse {
         protocol_version: 0,
@@ -410,6 +393,44 @@ async fn establish<W: AsyncWrite + Unpin>(
         },
         reply::bare(&response),
     )))
+}
+
+/// Takes over the session a client resumes here: its password, or `None`
+/// when the session is unknown or the password wrong. The servers that
+/// may hold its old connection hear that it moved: Paddock's peers by a
+/// note, an observed ZooKeeper leader by revalidating it, as its learners
+/// do.
+async fn resume_session(
+    shared: &Shared,
+    connect: &ConnectRequest,
+    timeout_ms: i32,
+) -> Result<Option<Bytes>, ConnectionError> {
+    let session_id = connect.session_id;
+    let known = shared
+        .published()
+        .tree
+        .session(session_id)
+        .map(|s| s.password.clone());
+    let Some(password) = known.filter(|password| *password == connect.password) else {
+        return Ok(None);
+    };
+    if let Some(revalidate) = &shared.revalidate {
+        match crate::zookeeper_observer::revalidate(revalidate, session_id, timeout_ms).await {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(()) => return Err(ConnectionError::NoLeader),
+        }
+    }
+    shared.sessions.track(
+        session_id,
+        crate::session::session_timeout(timeout_ms),
+        Instant::now(),
+    );
+    if let Some((_, network)) = &shared.peers {
+        let moved = crate::ensemble::PeerNote::SessionMoved(session_id);
+        crate::ensemble::broadcast(network, &moved);
+    }
+    Ok(Some(password))
 }
 
 /// A session of a read-only server's own, which no quorum knows: an id

@@ -181,17 +181,18 @@ pub async fn run(
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let shared_later = Arc::new(std::sync::OnceLock::new());
-    let consensus = if observing {
-        crate::zookeeper_observer::start(
+    let (consensus, revalidate) = if observing {
+        let (consensus, revalidate) = crate::zookeeper_observer::start(
             &config,
             server_id,
             snapshot_meta.as_ref(),
             snapshots.clone(),
             committed_tx,
             shared_later.clone(),
-        )?
+        )?;
+        (consensus, Some(revalidate))
     } else {
-        Consensus::start(
+        let consensus = Consensus::start(
             consensus::Config {
                 id: server_id,
                 voters: voters.clone(),
@@ -207,7 +208,8 @@ pub async fn run(
                 Some(network) => network.clone(),
                 None => Arc::new(consensus::NoPeers),
             },
-        )?
+        )?;
+        (consensus, None)
     };
 
     let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
@@ -239,6 +241,7 @@ pub async fn run(
         read_only: Default::default(),
         delegations: Default::default(),
         reconfig_asks: Default::default(),
+        revalidate,
         config,
     });
     let _ = shared_later.set(Arc::downgrade(&shared));

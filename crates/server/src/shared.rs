@@ -147,6 +147,9 @@ pub struct Shared {
     pub delegations: crate::delegation::Delegations,
     /// Reconfig requests this server asked the leader to decide.
     pub reconfig_asks: crate::reconfig::Asks,
+    /// Asks the leader of the ZooKeeper ensemble this server observes to
+    /// revalidate a resumed session; `None` unless `observeZooKeeper`.
+    pub revalidate: Option<migrate::Revalidate>,
 }
 
 impl Shared {

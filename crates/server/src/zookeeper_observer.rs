@@ -47,7 +47,7 @@ pub fn start(
     snapshots: Arc<Snapshots>,
     committed: UnboundedSender<Applying<Waiter>>,
     shared: Arc<OnceLock<Weak<Shared>>>,
-) -> Result<Consensus<Waiter>, ServerError> {
+) -> Result<(Consensus<Waiter>, migrate::Revalidate), ServerError> {
     let tick = Duration::from_millis(u64::from(config.tick_time_ms));
     let learner = migrate::LearnerConfig {
         servers: config.observe_zookeeper.clone(),
@@ -67,6 +67,34 @@ pub fn start(
     };
     migrate::observe_zookeeper(parts).map_err(|e| ServerError::Observer(e.to_string()))
 }
+
+/// Whether the ZooKeeper leader takes session `id`, resumed here, as
+/// living, and makes this server its owner (ZooKeeper's learner
+/// revalidates every session a client resumes, so that the leader takes
+/// its writes from here). `Err` when no leader answered.
+pub async fn revalidate(
+    revalidate: &migrate::Revalidate,
+    session_id: i64,
+    timeout_ms: i32,
+) -> Result<bool, ()> {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    revalidate(
+        session_id,
+        timeout_ms,
+        Box::new(move |valid| {
+            let _ = answer.send(valid);
+        }),
+    );
+    match tokio::time::timeout(REVALIDATE_WAIT, answered).await {
+        Ok(Ok(Some(valid))) => Ok(valid),
+        _ => Err(()),
+    }
+}
+
+/// How long a resumed session waits for the leader's word: ZooKeeper's
+/// learner waits as long as its connection to the leader lives, which a
+/// ping missed for syncLimit ends; this bounds it the same.
+const REVALIDATE_WAIT: Duration = Duration::from_secs(10);
 
 /// The sessions this server's clients were heard from since the last
 /// ping, with their timeouts.
