@@ -476,8 +476,9 @@ struct Driver<W> {
     /// How long a transfer of leadership may take before raft gives up.
     election_timeout: Duration,
     sync_warning: Duration,
-    /// Commands that arrived while the log waited for disk space and must
-    /// still be carried out.
+    /// Commands to carry out on the next turn: those that arrived while
+    /// the log waited for disk space, and membership changes that came
+    /// while the previous one was committed but not yet applied here.
     deferred: Vec<Command<W>>,
     /// A hand-off of leadership under way, answered once it ends.
     hand_off: Option<HandingOff>,
@@ -582,6 +583,10 @@ impl<W: Send + 'static> Driver<W> {
                 if self.fenced_from(&message) {
                     return Ok(());
                 }
+                if is_membership_proposal(&message) && previous_change_unapplied(&self.raw.raft) {
+                    self.deferred.push(Command::Step(message));
+                    return Ok(());
+                }
                 let _ = self.raw.step(message);
                 Ok(())
             }
@@ -644,6 +649,14 @@ impl<W: Send + 'static> Driver<W> {
     }
 
     fn propose_membership(&mut self, target: Membership, data: Vec<u8>, waiter: W) {
+        if previous_change_unapplied(&self.raw.raft) {
+            self.deferred.push(Command::ProposeMembership {
+                target,
+                data,
+                waiter,
+            });
+            return;
+        }
         let raft = &self.raw.raft;
         if self.joint || raft.pending_conf_index > raft.raft_log.applied {
             // One change at a time: raft would turn this one into an empty
@@ -1197,6 +1210,29 @@ fn may_leave_before_sync(message: &Message) -> bool {
     )
 }
 
+/// This leader's last membership change is committed but not yet applied
+/// here. Raft would turn a change proposed now into an empty entry (one
+/// change at a time, counted until applied), losing it silently, though its
+/// proposer may already have seen the previous one applied on its own
+/// server; ZooKeeper takes a reconfig once the previous has committed. Such
+/// a change waits for the next turn instead.
+fn previous_change_unapplied<S: raft::Storage>(raft: &raft::Raft<S>) -> bool {
+    raft.state == StateRole::Leader
+        && raft.has_pending_conf()
+        && raft.pending_conf_index <= raft.raft_log.committed
+}
+
+/// A proposal, forwarded by a follower, that changes the membership.
+fn is_membership_proposal(message: &Message) -> bool {
+    message.get_msg_type() == MessageType::MsgPropose
+        && message.get_entries().iter().any(|entry| {
+            matches!(
+                entry.get_entry_type(),
+                EntryType::EntryConfChange | EntryType::EntryConfChangeV2
+            )
+        })
+}
+
 fn thread_error(context: &str, source: std::io::Error) -> Error {
     Error::Storage(storage::StorageError::Io {
         context: context.into(),
@@ -1586,6 +1622,55 @@ mod tests {
             let (data, _) = until_data(rx, b"after");
             assert_eq!(data.last().unwrap(), b"after");
         }
+    }
+
+    #[test]
+    fn a_change_committed_but_not_applied_holds_the_next_for_a_turn() {
+        use raft::prelude::{ConfChangeSingle, ConfChangeType, ConfState};
+        use raft::storage::MemStorage;
+
+        let storage = MemStorage::new_with_conf_state(ConfState::from((vec![1], vec![])));
+        let config = raft::Config {
+            id: 1,
+            ..Default::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut raw = RawNode::new(&config, storage.clone(), &logger).unwrap();
+        raw.campaign().unwrap();
+        let persist = |raw: &mut RawNode<MemStorage>| {
+            let ready = raw.ready();
+            storage.wl().append(ready.entries()).unwrap();
+            if let Some(hard_state) = ready.hs() {
+                storage.wl().set_hardstate(hard_state.clone());
+            }
+            raw.advance_append(ready)
+        };
+        let light = persist(&mut raw);
+        raw.advance_apply_to(light.commit_index().unwrap_or(raw.raft.raft_log.committed));
+        assert_eq!(raw.raft.state, StateRole::Leader);
+        assert!(!previous_change_unapplied(&raw.raft));
+
+        let mut change = ConfChangeV2::default();
+        let mut add = ConfChangeSingle::default();
+        add.set_change_type(ConfChangeType::AddLearnerNode);
+        add.node_id = 2;
+        change.mut_changes().push(add);
+        raw.propose_conf_change(vec![], change).unwrap();
+        assert!(
+            !previous_change_unapplied(&raw.raft),
+            "not committed yet: a second change is refused, as ZooKeeper's ReconfigInProgress"
+        );
+        let light = persist(&mut raw);
+        assert!(
+            light.commit_index().is_some(),
+            "a lone voter commits on persisting"
+        );
+        assert!(
+            previous_change_unapplied(&raw.raft),
+            "committed and not applied: the next change waits a turn"
+        );
+        raw.advance_apply();
+        assert!(!previous_change_unapplied(&raw.raft));
     }
 
     #[test]
