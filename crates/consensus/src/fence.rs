@@ -12,9 +12,12 @@
 //! That floor is learned by asking the other voters for their current term
 //! (a term query on the peer transport). If this server's old vote helped
 //! elect a leader in term `t`, a majority voted with it, and all of them
-//! hold a term of at least `t` from then on. Once a majority of the *other*
-//! voters has answered, the answers include one of them, so the highest
-//! answer is at least `t`. Votes in terms above the floor are safe.
+//! hold a term of at least `t` from then on: at least `majority - 1` of the
+//! other `n - 1` voters. Once `n - majority + 1` of the other voters have
+//! answered, the answers include one of them, so the highest answer is at
+//! least `t`. Votes in terms above the floor are safe. (That is a majority
+//! of all voters when `n` is odd, and one less when it is even: in a group
+//! of two, the other voter's answer alone.)
 //!
 //! The answers also carry each voter's commit index. Until this server
 //! holds the log up to the highest of them again, it votes only for a
@@ -126,7 +129,7 @@ impl Fence {
         let highest = self.answers.values().copied().max().unwrap_or(0);
         let answered = self.answers.len();
         let first_start = highest == 0 && answered + 1 >= majority;
-        if answered >= majority || first_start {
+        if answered > self.voters - majority || first_start {
             self.floor = Some(highest);
         }
         self.floor
@@ -185,6 +188,25 @@ mod tests {
         assert!(!fence.allows_vote(9, 0));
         assert!(fence.allows_vote(10, 0));
         assert_eq!(fence.to_ask().count(), 0, "nothing left to ask");
+    }
+
+    #[test]
+    fn in_an_even_group_one_answer_fewer_meets_every_quorum() {
+        let dir = tempfile::tempdir().unwrap();
+        // Of two voters, a leader this one helped elect had the other's
+        // vote too: its answer alone sets the floor.
+        let mut pair = fenced(dir.path(), 1, &[1, 2]);
+        assert_eq!(pair.answered(2, 4, 0), Some(4));
+        assert!(pair.allows_vote(5, 0));
+        // Of four, a quorum of three holds two of the other three voters.
+        let dir = tempfile::tempdir().unwrap();
+        let mut four = fenced(dir.path(), 1, &[1, 2, 3, 4]);
+        assert_eq!(
+            four.answered(2, 3, 0),
+            None,
+            "the two silent ones may be the quorum"
+        );
+        assert_eq!(four.answered(3, 5, 0), Some(5));
     }
 
     #[test]
