@@ -364,3 +364,88 @@ def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path):
         if paddock:
             paddock.stop()
         ensemble.stop()
+
+
+@pytest.mark.timeout(300)
+def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path):
+    """Two Paddock observers serve the clients; `paddock takeover` ends
+    their following at one zxid, the ZooKeeper servers stop, and the two go
+    on as a Paddock ensemble: every acknowledged write is there, sessions
+    and their ephemerals live on, watches fire, zxids go on past ZooKeeper's."""
+    ensemble = ZooKeeperEnsemble(tmp_path).start()
+    observers, clients = [], []
+    try:
+        zk = make_kazoo(SimpleNamespace(hosts=ensemble.hosts))
+        zk.create("/before", b"on zookeeper")
+        zk.stop()
+        zk.close()
+        peer_ports = {sid: (free_port(), free_port()) for sid in (MIRROR_ID, MIRROR_ID + 1)}
+        for sid in peer_ports:
+            observers.append(observer(tmp_path, ensemble, name=f"paddock{sid}", sid=sid).start())
+        members = tmp_path / "members.cfg"
+        members.write_text("".join(
+            f"server.{s.data_dir.joinpath('myid').read_text().strip()}="
+            f"{HOST}:{peer}:{election};{HOST}:{s.port}\n"
+            for s, (peer, election) in zip(observers, peer_ports.values())))
+
+        holder = make_kazoo(observers[0])
+        clients.append(holder)
+        holder.create("/held", b"", ephemeral=True)
+        fired = threading.Event()
+        holder.get("/before", watch=lambda event: fired.set())
+        moving = move_session(None, ensemble.servers[1])
+        assert moving.request(Op.create, create_body(
+            "/moved", b"", flags=CreateMode.EPHEMERAL)).err == Err.OK
+        moving = move_session(moving, observers[1])
+        writer_client = make_kazoo(observers[1])
+        clients.append(writer_client)
+        writer_client.ensure_path("/app")
+        writer = Writer(writer_client, "/app", "w", sets=True)
+        writer.start()
+        assert wait_until(lambda: len(writer.acked) >= 30, timeout=30)
+
+        out = subprocess.run(
+            [str(paddock_bin()), "takeover", "--server", observers[0].hosts,
+             "--members", str(members), "--wait", "60"],
+            capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        cut = int(re.search(r"zxid (0x[0-9a-f]+)", out.stdout).group(1), 16)
+        ensemble.stop()
+
+        acked = len(writer.acked)
+        assert wait_until(lambda: len(writer.acked) >= acked + 30, timeout=60), \
+            writer.unknown[-5:]
+        writer.stop()
+        assert writer_client.client_id == writer.session_at_start, "the writer's session was lost"
+        reader = make_kazoo(SimpleNamespace(hosts=",".join(s.hosts for s in observers)))
+        clients.append(reader)
+        reader.sync("/")
+        assert reader.exists("/held").ephemeralOwner == holder.client_id[0]
+        assert reader.exists("/moved").ephemeralOwner == moving.session_id
+        # The raw session's connection closed with the takeover; it resumes
+        # on the ensemble, as a client library reconnects.
+        moving = move_session(moving, observers[0])
+        assert moving.request(Op.setData, set_body("/moved")).err == Err.OK
+        reader.set("/before", b"on paddock")
+        assert fired.wait(10), "the watch set before the takeover did not fire"
+        assert reader.exists("/before").mzxid > cut, "zxids do not go on past ZooKeeper's"
+        paths = set(reader.get_children("/app"))
+        assert {p.rsplit("/", 1)[1] for p in writer.acked_paths()} <= paths
+        assert_same_tree(whole_tree(observers[0], 30), whole_tree(observers[1], 30))
+
+        # A restart with zoo.cfg unchanged stays in the ensemble.
+        observers[1].stop()
+        observers[1].start()
+        restart_log = observers[1].log_path.read_text().split("===== start #2")[-1]
+        assert "this server took over from ZooKeeper" in restart_log
+        assert reader.exists("/moved") is not None
+        moving.close()
+        reader.sync("/")
+        assert wait_until(lambda: reader.exists("/moved") is None, timeout=10)
+    finally:
+        for client in clients:
+            client.stop()
+            client.close()
+        for server in observers:
+            server.stop()
+        ensemble.stop()

@@ -97,21 +97,24 @@ impl Listeners {
         self.metrics.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// Serves both listeners on the current runtime until it stops.
-    pub fn serve(self, monitor: Monitor) {
+    /// Serves both listeners on the current runtime until it stops, or
+    /// until the tasks returned are aborted (which frees the ports).
+    pub fn serve(self, monitor: Monitor) -> Vec<tokio::task::JoinHandle<()>> {
+        let mut served = Vec::new();
         if let Some((listener, https)) = self.admin {
             let routes = admin_routes(&self.command_url, monitor.clone());
             let scheme = if https.is_some() { "https" } else { "http" };
             log_serving("the AdminServer", scheme, &listener, &self.command_url);
-            tokio::spawn(connections::serve(listener, routes, https));
+            served.push(tokio::spawn(connections::serve(listener, routes, https)));
         }
         if let Some(listener) = self.metrics {
             let routes = Router::new()
                 .route("/metrics", get(metrics_page))
                 .with_state(monitor);
             log_serving("Prometheus metrics", "http", &listener, "/metrics");
-            tokio::spawn(serve_routes(listener, routes));
+            served.push(tokio::spawn(serve_routes(listener, routes)));
         }
+        served
     }
 }
 

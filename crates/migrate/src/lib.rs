@@ -46,6 +46,7 @@ pub use password::zookeeper_password;
 pub use zk_learner::{follow, Ended, Event, LearnerConfig, LearnerError, Mirror};
 pub use zk_observer::{
     observe_zookeeper, ObserverParts, Revalidate, RevalidateCallback, SessionsTouched,
+    TakeoverSender, TAKEOVER_PATH,
 };
 pub use zk_snapshot::write_to as write_zookeeper_snapshot;
 pub use zookeeper_dir::{read as read_zookeeper, write as write_zookeeper, ZooKeeperState};

@@ -15,6 +15,12 @@
 //! sessions. A client that resumes its session here has the leader
 //! revalidate it (REVALIDATE), which also makes this server the session's
 //! owner: the leader refuses a session's writes from any other.
+//!
+//! The takeover: `paddock takeover` creates [`TAKEOVER_PATH`] through the
+//! leader. Every observer applies that create at the same zxid, the same
+//! point of ZooKeeper's one history, and follows no further: its tree is
+//! then the same as every other's, and the server goes on as a Paddock
+//! ensemble from there.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -38,11 +44,19 @@ use crate::tree_txn::{tree_change, TreeChange};
 use crate::zk_learner::{follow_with, Ended, Event, LearnerConfig, LearnerError, Replica};
 use crate::zk_quorum::{fields, kind, QuorumPacket};
 use crate::zk_tree::ZkTree;
-use crate::zk_txn::LoggedTxn;
+use crate::zk_txn::{LoggedTxn, ZkTxn};
 
 /// Lists the sessions this server's clients were heard from since it was
 /// last asked, with their timeouts.
 pub type SessionsTouched = Box<dyn FnMut() -> Vec<(i64, i32)> + Send>;
+
+/// The znode whose creation ends the following: its data lists the
+/// Paddock servers (`server.N=...` lines) that go on as an ensemble.
+pub const TAKEOVER_PATH: &str = "/paddock-takeover";
+
+/// Where the following ended for a takeover: the zxid that created
+/// [`TAKEOVER_PATH`], the last one applied.
+pub type TakeoverSender = tokio::sync::oneshot::Sender<i64>;
 
 /// Gets the leader's word on a session a client resumes here:
 /// `Some(valid)`, or `None` when no leader answered.
@@ -62,6 +76,8 @@ pub struct ObserverParts<W> {
     pub snapshots_retained: usize,
     pub committed: UnboundedSender<Applying<W>>,
     pub sessions_touched: SessionsTouched,
+    /// Told the zxid of the takeover once it is applied.
+    pub takeover: TakeoverSender,
 }
 
 /// Starts following the ensemble on a thread of its own; the handle is
@@ -86,6 +102,8 @@ pub fn observe_zookeeper<W: Send + 'static>(
         status: status.clone(),
         forwarding: forwarding.clone(),
         sessions_touched: parts.sessions_touched,
+        takeover: Some(parts.takeover),
+        stop: stop.clone(),
     };
     let stopping = stop.clone();
     let revalidating = forwarding.clone();
@@ -274,6 +292,12 @@ fn revalidate_session<W>(
     }
 }
 
+/// A committed create of the takeover znode (not a failed one, which
+/// ZooKeeper logs as an error txn).
+fn is_takeover(txn: &LoggedTxn) -> bool {
+    matches!(&txn.txn, ZkTxn::Create(create) if create.path == TAKEOVER_PATH)
+}
+
 /// The leader's answer to a REVALIDATE: the session and whether it lives.
 fn revalidated(data: &[u8]) -> Option<(i64, bool)> {
     let id = i64::from_be_bytes(data.get(..8)?.try_into().ok()?);
@@ -384,6 +408,9 @@ struct ServerReplica<W> {
     status: Arc<Status>,
     forwarding: Arc<Mutex<Forwarding<W>>>,
     sessions_touched: SessionsTouched,
+    /// `None` once the takeover is applied: nothing after it is.
+    takeover: Option<TakeoverSender>,
+    stop: Arc<AtomicBool>,
 }
 
 impl<W> ServerReplica<W> {
@@ -403,6 +430,20 @@ impl<W> ServerReplica<W> {
             .map_err(|e| LearnerError::Save(e.to_string()))?;
         let _ = self.committed.send(Applying::Restore(meta));
         Ok(())
+    }
+
+    /// Follows no further: writes still on their way to the leader are
+    /// lost to their clients, who retry on the ensemble to come.
+    fn take_over(&mut self) {
+        tracing::info!(
+            zxid = format!("{:#x}", self.zxid),
+            "{TAKEOVER_PATH} was created: following ZooKeeper no further"
+        );
+        self.stop.store(true, Ordering::Relaxed);
+        lock(&self.forwarding).unlink();
+        if let Some(takeover) = self.takeover.take() {
+            let _ = takeover.send(self.zxid);
+        }
     }
 
     fn publish(&self) {
@@ -433,6 +474,9 @@ impl<W> Replica for ServerReplica<W> {
 
     fn apply(&mut self, txn: LoggedTxn) -> Result<(), String> {
         let zxid = txn.header.zxid;
+        if self.takeover.is_none() {
+            return Ok(());
+        }
         if let Some(zk) = &mut self.loading {
             zk.replay(&txn);
         } else {
@@ -460,6 +504,9 @@ impl<W> Replica for ServerReplica<W> {
         self.txns += 1;
         if self.loading.is_none() {
             self.publish();
+            if is_takeover(&txn) {
+                self.take_over();
+            }
         }
         Ok(())
     }

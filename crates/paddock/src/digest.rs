@@ -75,14 +75,20 @@ pub fn run(args: DigestArgs) -> anyhow::Result<()> {
     runtime.block_on(digest(args))
 }
 
-async fn digest(args: DigestArgs) -> anyhow::Result<()> {
+/// Connect options that add each `--auth scheme:credentials`.
+pub fn with_auth(auth: &[String]) -> anyhow::Result<ConnectOptions> {
     let mut options = ConnectOptions::new();
-    for auth in &args.auth {
+    for auth in auth {
         let (scheme, credentials) = auth
             .split_once(':')
             .with_context(|| format!("--auth {auth:?}: write scheme:credentials"))?;
         options = options.auth(scheme, credentials.as_bytes());
     }
+    Ok(options)
+}
+
+async fn digest(args: DigestArgs) -> anyhow::Result<()> {
+    let options = with_auth(&args.auth)?;
     let zk = Client::connect(&args.server, options)
         .await
         .with_context(|| format!("connecting to {}", args.server))?;

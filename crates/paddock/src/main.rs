@@ -3,6 +3,7 @@
 mod cluster;
 mod digest;
 mod migration;
+mod takeover;
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -62,6 +63,11 @@ enum Command {
     /// learner protocol, its zxids) and, once it stops, write its tree as
     /// a new Paddock data directory, as `import` would.
     Mirror(migration::MirrorArgs),
+    /// End the move from a running Apache ZooKeeper ensemble: the Paddock
+    /// servers that observe it (observeZooKeeper) follow it up to this
+    /// point of its history and go on as an ensemble of their own, with
+    /// every session; then stop the ZooKeeper servers.
+    Takeover(takeover::TakeoverArgs),
     /// Read every znode of a running server (Paddock or ZooKeeper) and
     /// print their count and one digest of paths, data, stats and ACLs:
     /// equal digests, equal trees.
@@ -153,6 +159,7 @@ fn main() -> std::process::ExitCode {
         Command::Import(args) => migration::import(args),
         Command::Export(args) => migration::export(args),
         Command::Mirror(args) => migration::mirror(args),
+        Command::Takeover(args) => takeover::run(args),
         Command::Digest(args) => digest::run(args),
         // No logging: the shell's output is zkCli's, with nothing between.
         Command::Shell(args) => return shell(args),
@@ -279,10 +286,22 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        let http = admin::Listeners::bind(&config).await?;
-        server::run(config, |_, monitor| http.serve(monitor), shutdown_signal())
+        let mut shutdown = std::pin::pin!(shutdown_signal());
+        loop {
+            let http = admin::Listeners::bind(&config).await?;
+            let mut served = Vec::new();
+            let stopped = server::run(
+                config.clone(),
+                |_, monitor| served = http.serve(monitor),
+                &mut shutdown,
+            )
             .await
-            .context("the server stopped")
+            .context("the server stopped")?;
+            served.iter().for_each(tokio::task::JoinHandle::abort);
+            if stopped == server::Stopped::Shutdown {
+                return Ok(());
+            }
+        }
     })
 }
 

@@ -64,9 +64,10 @@ pub use config::{
 };
 pub use consensus::HistogramSnapshot;
 pub use delegation::DELEGATED_SCHEME;
+pub use membership::{config_text, parse_config_text};
 pub use monitor::{
     environment, full_version, max_fds, open_fds, ConnectionInfo, Monitor, MonitorValue,
     ServerStats, VERSION,
 };
-pub use server::{run, ServerError};
+pub use server::{run, ServerError, Stopped};
 pub use stats::Latency;

@@ -88,6 +88,16 @@ pub enum ServerError {
     Observer(String),
 }
 
+/// Why a server stopped without an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// `shutdown` completed.
+    Shutdown,
+    /// It observed a ZooKeeper ensemble until a takeover: run it again
+    /// (same configuration) and it goes on as one of a Paddock ensemble.
+    TookOver,
+}
+
 /// Runs a server until `shutdown` completes or a fatal error occurs.
 /// `on_listening` is told the bound address once the port is open (it
 /// answers four-letter words at once, sessions once caught up), with the
@@ -96,7 +106,7 @@ pub async fn run(
     mut config: ServerConfig,
     on_listening: impl FnOnce(SocketAddr, Monitor),
     shutdown: impl Future<Output = ()>,
-) -> Result<(), ServerError> {
+) -> Result<Stopped, ServerError> {
     let started = Instant::now();
     let open_files = crate::open_files::raise_to_hard_limit();
     let client_sockets_max = crate::open_files::client_sockets_max(open_files);
@@ -131,8 +141,15 @@ pub async fn run(
     }
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
     let (mut tree, mut snapshot_meta) = load_snapshot(&snapshots)?;
-    // After a reconfig the ensemble is what the tree says, not zoo.cfg.
-    let reconfigured = crate::membership::reconfigured(&tree);
+    if config.observes_zookeeper() {
+        crate::zookeeper_observer::adopt_takeover(&mut config, &tree)?;
+    }
+    // After a reconfig the ensemble is what the tree says, not zoo.cfg
+    // (an observer's tree holds ZooKeeper's, which is not ours).
+    let reconfigured = match config.observes_zookeeper() {
+        true => None,
+        false => crate::membership::reconfigured(&tree),
+    };
     if let Some(servers) = &reconfigured {
         let text = |servers| crate::membership::config_text(servers, 0);
         if text(servers) != text(&config.servers) {
@@ -181,8 +198,8 @@ pub async fn run(
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let shared_later = Arc::new(std::sync::OnceLock::new());
-    let (consensus, revalidate) = if observing {
-        let (consensus, revalidate) = crate::zookeeper_observer::start(
+    let (consensus, revalidate, takeover) = if observing {
+        let observer = crate::zookeeper_observer::start(
             &config,
             server_id,
             snapshot_meta.as_ref(),
@@ -190,7 +207,11 @@ pub async fn run(
             committed_tx,
             shared_later.clone(),
         )?;
-        (consensus, Some(revalidate))
+        (
+            observer.consensus,
+            Some(observer.revalidate),
+            Some(observer.takeover),
+        )
     } else {
         let consensus = Consensus::start(
             consensus::Config {
@@ -209,7 +230,7 @@ pub async fn run(
                 None => Arc::new(consensus::NoPeers),
             },
         )?;
-        (consensus, None)
+        (consensus, None, None)
     };
 
     let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
@@ -256,7 +277,7 @@ pub async fn run(
     );
     let apply = ApplyLoop {
         shared: shared.clone(),
-        snapshots,
+        snapshots: snapshots.clone(),
         snapshot_in_progress: Arc::new(AtomicBool::new(false)),
         membership,
         membership_snapshot: None,
@@ -270,7 +291,7 @@ pub async fn run(
     tokio::select! {
         result = &mut apply_task => {
             acceptors.iter().for_each(JoinHandle::abort);
-            return stopped(result);
+            return Err(stopped(result));
         }
         () = caught_up(&shared) => {}
     }
@@ -282,9 +303,18 @@ pub async fn run(
     let leader_duties = tokio::spawn(leader_duties(shared.clone()));
     let read_only = (shared.config.read_only_mode && !shared.is_standalone())
         .then(|| tokio::spawn(crate::read_only::follow_the_quorum(shared.clone())));
+    let took_over = async {
+        match takeover {
+            Some(takeover) => takeover.await.ok(),
+            None => std::future::pending().await,
+        }
+    };
     let result = tokio::select! {
-        result = &mut apply_task => stopped(result),
-        () = shutdown => Ok(()),
+        result = &mut apply_task => Err(stopped(result)),
+        () = shutdown => Ok(Stopped::Shutdown),
+        Some(zxid) = took_over => {
+            crate::zookeeper_observer::take_over(&shared, snapshots, zxid).await.map(|()| Stopped::TookOver)
+        }
     };
     acceptors.iter().for_each(JoinHandle::abort);
     leader_duties.abort();
@@ -292,7 +322,7 @@ pub async fn run(
     if shared.config.audit_enabled {
         crate::audit::server_stopping(&shared.server_user);
     }
-    if result.is_ok() {
+    if matches!(result, Ok(Stopped::Shutdown)) {
         hand_off_leadership(&shared).await;
         tracing::info!("shutting down: closing client connections (sessions live on)");
     }
@@ -578,12 +608,10 @@ fn start_serving(shared: &Shared, started: Instant) {
     );
 }
 
-fn stopped(
-    result: Result<Result<(), ApplyError>, tokio::task::JoinError>,
-) -> Result<(), ServerError> {
+fn stopped(result: Result<Result<(), ApplyError>, tokio::task::JoinError>) -> ServerError {
     match result {
-        Ok(Ok(())) => Err(ServerError::LogStopped),
-        Ok(Err(error)) => Err(error.into()),
+        Ok(Ok(())) => ServerError::LogStopped,
+        Ok(Err(error)) => error.into(),
         Err(join) => std::panic::resume_unwind(join.into_panic()),
     }
 }
