@@ -25,7 +25,7 @@ from kazoo.client import KazooState
 
 from kazoo.security import make_acl
 
-from conftest import make_kazoo
+from conftest import SUPER_PASSWORD, digest, make_kazoo
 from ensemble import Writer
 from test_migrate import assert_same_tree, fill, start_on, whole_tree
 from zkharness import HOST, Server, free_port, paddock_bin, wait_until, zookeeper_39_classpath
@@ -59,6 +59,8 @@ class ZooKeeperEnsemble:
         server = Server(workdir / f"zk{sid}", {
             "tickTime": TICK_MS, "initLimit": 10, "syncLimit": 5,
             "standaloneEnabled": "false", "extendedTypesEnabled": "true",
+            "reconfigEnabled": "true",
+            "DigestAuthenticationProvider.superDigest": digest("super", SUPER_PASSWORD),
         }, name=f"zk{sid}", kind="zookeeper")
         server.java_main = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
         (server.data_dir / "myid").write_text(f"{sid}\n")
@@ -273,12 +275,14 @@ def move_session(raw, server):
 
 
 @pytest.mark.timeout(300)
-def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path):
+@pytest.mark.parametrize("release", ["3.8", "3.9"])
+def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path, release):
     """Clients of the Paddock observer read locally and write through the
     ZooKeeper leader: writes, sequential names, sessions and their
     ephemerals, watches and sync are ZooKeeper's, on both sides, across a
     leader change."""
-    ensemble = ZooKeeperEnsemble(tmp_path).start()
+    classpath = zookeeper_39_classpath() if release == "3.9" else None
+    ensemble = ZooKeeperEnsemble(tmp_path, classpath).start()
     paddock = None
     clients = []
     try:
@@ -375,18 +379,28 @@ def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path)
     ensemble = ZooKeeperEnsemble(tmp_path).start()
     observers, clients = [], []
     try:
-        zk = make_kazoo(SimpleNamespace(hosts=ensemble.hosts))
+        zk = make_kazoo(SimpleNamespace(hosts=ensemble.hosts),
+                        auth_data=[("digest", f"super:{SUPER_PASSWORD}")])
+        clients.append(zk)
         zk.create("/before", b"on zookeeper")
-        zk.stop()
-        zk.close()
         peer_ports = {sid: (free_port(), free_port()) for sid in (MIRROR_ID, MIRROR_ID + 1)}
         for sid in peer_ports:
             observers.append(observer(tmp_path, ensemble, name=f"paddock{sid}", sid=sid).start())
+        # The observers join ZooKeeper's configuration, which its clients
+        # (and those on Paddock) read from /zookeeper/config.
+        lines = {sid: f"{HOST}:{peer}:{election}:observer;{HOST}:{s.port}"
+                 for (sid, (peer, election)), s in zip(peer_ports.items(), observers)}
+        zk.reconfig(joining=",".join(f"server.{sid}={line}" for sid, line in lines.items()),
+                    leaving=None, new_members=None)
+        on_paddock = make_kazoo(observers[1])
+        clients.append(on_paddock)
+        on_paddock.sync("/zookeeper/config")
+        config = on_paddock.get("/zookeeper/config")[0].decode()
+        assert f"server.{MIRROR_ID + 1}={lines[MIRROR_ID + 1]}" in config, config
+        assert config == zk.get("/zookeeper/config")[0].decode()
         members = tmp_path / "members.cfg"
         members.write_text("".join(
-            f"server.{s.data_dir.joinpath('myid').read_text().strip()}="
-            f"{HOST}:{peer}:{election};{HOST}:{s.port}\n"
-            for s, (peer, election) in zip(observers, peer_ports.values())))
+            f"server.{sid}={line.replace(':observer', '')}\n" for sid, line in lines.items()))
 
         holder = make_kazoo(observers[0])
         clients.append(holder)
@@ -432,6 +446,9 @@ def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path)
         paths = set(reader.get_children("/app"))
         assert {p.rsplit("/", 1)[1] for p in writer.acked_paths()} <= paths
         assert_same_tree(whole_tree(observers[0], 30), whole_tree(observers[1], 30))
+        config = reader.get("/zookeeper/config")[0].decode()
+        assert f"server.{MIRROR_ID}={HOST}:{peer_ports[MIRROR_ID][0]}" in config, config
+        assert ":observer" not in config and "server.1=" not in config, config
 
         # A restart with zoo.cfg unchanged stays in the ensemble.
         observers[1].stop()

@@ -51,6 +51,25 @@ pub fn tree_change(logged: &LoggedTxn) -> TreeChange {
     })
 }
 
+/// A reconfig's change as the tree's own txn, for a tree whose
+/// `/zookeeper/config` must follow ZooKeeper's: the new membership's
+/// `server.N` lines, to which the tree adds `version=` and the txn's zxid,
+/// as ZooKeeper's leader writes it.
+pub fn reconfig_txn(logged: &LoggedTxn, config: &[u8]) -> Txn {
+    let members = String::from_utf8_lossy(config)
+        .lines()
+        .filter(|line| !line.trim().is_empty() && !line.starts_with("version="))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    Txn {
+        time_ms: logged.header.time_ms,
+        session_id: logged.header.client_id,
+        auth: vec![Id::new("super", "")],
+        enforce_quota: false,
+        op: TxnOp::Reconfig { members },
+    }
+}
+
 fn op(session_id: i64, txn: &ZkTxn) -> TxnOp {
     match txn {
         ZkTxn::CreateSession { timeout_ms } => TxnOp::CreateSession {

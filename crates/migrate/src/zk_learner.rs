@@ -104,6 +104,11 @@ pub enum LearnerError {
     Tree(tree::SnapshotError),
     #[error("the tree the leader sent cannot be saved as a snapshot: {0}")]
     Save(String),
+    #[error(
+        "the ensemble was taken over while this server was not following it (the leader's tree holds {}): it cannot join the Paddock ensemble from ZooKeeper; start it with an empty data directory and no observeZooKeeper, and add it with reconfig",
+        crate::zk_observer::TAKEOVER_PATH
+    )]
+    TakenOverMeanwhile,
     #[error("no address to reach for the ZooKeeper server {server:?}: {source}")]
     Address { server: String, source: io::Error },
 }

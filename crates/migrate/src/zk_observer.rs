@@ -40,7 +40,7 @@ use jute::{
 use tokio::sync::mpsc::UnboundedSender;
 use tree::{Txn, TxnOp};
 
-use crate::tree_txn::{tree_change, TreeChange};
+use crate::tree_txn::{reconfig_txn, tree_change, TreeChange};
 use crate::zk_learner::{follow_with, Ended, Event, LearnerConfig, LearnerError, Replica};
 use crate::zk_quorum::{fields, kind, QuorumPacket};
 use crate::zk_tree::ZkTree;
@@ -417,6 +417,10 @@ impl<W> ServerReplica<W> {
     /// Writes the synced tree as a snapshot at its zxid and has the apply
     /// loop restore it.
     fn hand_over(&mut self, zk: ZkTree) -> Result<(), LearnerError> {
+        if zk.contains(TAKEOVER_PATH) {
+            // Its history goes past the point where the others stopped.
+            return Err(LearnerError::TakenOverMeanwhile);
+        }
         let tree = zk.into_tree().map_err(LearnerError::Tree)?;
         let meta = SnapshotMeta {
             index: self.zxid as u64,
@@ -480,15 +484,13 @@ impl<W> Replica for ServerReplica<W> {
         if let Some(zk) = &mut self.loading {
             zk.replay(&txn);
         } else {
-            let data = match tree_change(&txn) {
-                TreeChange::Txn(change) => {
-                    let mut buf = BytesMut::new();
-                    change.encode(&mut buf);
-                    buf.freeze()
-                }
-                // The ensemble's membership is ZooKeeper's to keep.
-                TreeChange::Config(_) => Bytes::new(),
+            let change = match tree_change(&txn) {
+                TreeChange::Txn(change) => change,
+                TreeChange::Config(config) => reconfig_txn(&txn, &config),
             };
+            let mut data = BytesMut::new();
+            change.encode(&mut data);
+            let data = data.freeze();
             let key = (txn.header.client_id, txn.header.cxid);
             let waiter = lock(&self.forwarding).pending.remove(&key);
             let entry = CommittedEntry {

@@ -55,6 +55,10 @@ fn split(path: &str) -> Option<(&str, &str)> {
 }
 
 impl ZkTree {
+    pub fn contains(&self, path: &str) -> bool {
+        self.nodes.contains_key(path)
+    }
+
     pub fn add_session(&mut self, id: i64, timeout_ms: i32) {
         self.sessions.insert(id, timeout_ms);
     }
