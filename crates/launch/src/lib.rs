@@ -69,6 +69,10 @@ impl Cluster {
         &self.servers
     }
 
+    pub fn servers_mut(&mut self) -> &mut [Server] {
+        &mut self.servers
+    }
+
     pub fn server(&mut self, index: usize) -> &mut Server {
         &mut self.servers[index]
     }

@@ -51,6 +51,9 @@ pub struct Spec {
     pub observers: usize,
     /// Each server keeps its data, zoo.cfg and log in `DIR/nodeN`.
     pub dir: PathBuf,
+    /// The first server's id (`myid`, `server.N`); the others follow. 1
+    /// unless the servers join a deployment whose ids start there.
+    pub first_id: usize,
     /// First client port; consecutive ports from there (client, peer,
     /// election per server). Free ports when not given.
     pub base_port: Option<u16>,
@@ -97,6 +100,7 @@ impl Spec {
             voters,
             observers: 0,
             dir: dir.into(),
+            first_id: 1,
             base_port: None,
             tick_time_ms: 2000,
             snap_count: 100_000,
@@ -155,12 +159,12 @@ pub(crate) fn plan(spec: &Spec) -> anyhow::Result<Vec<Plan>> {
         .iter()
         .enumerate()
         .map(|(i, ports)| Plan {
-            id: i + 1,
+            id: spec.first_id + i,
             client_port: ports.client,
             peer_port: ports.peer,
             election_port: ports.election,
             observer: i >= spec.voters,
-            dir: spec.dir.join(format!("node{}", i + 1)),
+            dir: spec.dir.join(format!("node{}", spec.first_id + i)),
         })
         .collect())
 }

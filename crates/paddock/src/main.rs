@@ -297,7 +297,8 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
             )
             .await
             .context("the server stopped")?;
-            served.iter().for_each(tokio::task::JoinHandle::abort);
+            // Closed before the server starts again on the same ports.
+            server::stop_tasks(served).await;
             if stopped == server::Stopped::Shutdown {
                 return Ok(());
             }

@@ -69,5 +69,5 @@ pub use monitor::{
     environment, full_version, max_fds, open_fds, ConnectionInfo, Monitor, MonitorValue,
     ServerStats, VERSION,
 };
-pub use server::{run, ServerError, Stopped};
+pub use server::{run, stop_tasks, ServerError, Stopped};
 pub use stats::Latency;

@@ -310,13 +310,18 @@ pub async fn run(
         }
     };
     let result = tokio::select! {
-        result = &mut apply_task => Err(stopped(result)),
-        () = shutdown => Ok(Stopped::Shutdown),
+        // First: the observer's thread announces a takeover before it ends,
+        // and its end closes the apply loop's channel, which ends the loop.
+        biased;
         Some(zxid) = took_over => {
             crate::zookeeper_observer::take_over(&shared, snapshots, zxid).await.map(|()| Stopped::TookOver)
         }
+        result = &mut apply_task => Err(stopped(result)),
+        () = shutdown => Ok(Stopped::Shutdown),
     };
-    acceptors.iter().for_each(JoinHandle::abort);
+    // Awaited, so that the listeners are closed when this returns: a
+    // server started again in the same process binds the same ports.
+    stop_tasks(acceptors).await;
     leader_duties.abort();
     read_only.iter().for_each(JoinHandle::abort);
     if shared.config.audit_enabled {
@@ -334,6 +339,16 @@ pub async fn run(
         network.shutdown().await;
     }
     result
+}
+
+/// Cancels `tasks` and waits until each has ended, its resources dropped.
+pub async fn stop_tasks(tasks: Vec<JoinHandle<()>>) {
+    for task in &tasks {
+        task.abort();
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
 }
 
 /// A leader of an ensemble hands leadership to a follower before it stops,

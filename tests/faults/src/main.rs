@@ -13,12 +13,14 @@
 //!
 //! Layout: `proxy` (the peer-link proxies), `shim` (the control files of
 //! the preloaded library that slows fsyncs and shifts clocks), `workload`
-//! (the recorded clients), `scenario` (the nemesis), `verify` (the
-//! checks), here the command line and one scenario's run.
+//! (the recorded clients), `scenario` (the nemesis), `takeover` (the live
+//! move from Apache ZooKeeper, a run of its own), `verify` (the checks),
+//! here the command line and one scenario's run.
 
 mod proxy;
 mod scenario;
 mod shim;
+mod takeover;
 mod verify;
 mod workload;
 
@@ -158,6 +160,9 @@ fn run(args: Args) -> anyhow::Result<bool> {
 }
 
 async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Result<Run> {
+    if scenario == Scenario::Takeover {
+        return takeover::run(args, seed).await;
+    }
     let servers = scenario.servers();
     let links = Links::bind(&(1..=servers).collect::<Vec<_>>()).await?;
     let ports: Vec<Ports> = (0..servers)
@@ -214,9 +219,10 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..args.workers)
         .map(|i| {
+            let server = cluster.servers()[i % servers].client_address();
             let worker = Worker {
                 index: i,
-                server: cluster.servers()[i % servers].client_address(),
+                servers: tokio::sync::watch::channel(server).1,
                 keys: args.keys,
                 seed: seed.wrapping_mul(31).wrapping_add(i as u64),
             };
@@ -245,17 +251,34 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
     let (mut cluster, _links, injected) = nemesis.await?;
     let injected = injected?;
 
-    let mut problems = verify::final_reads(&cluster, &recorder, args.keys).await;
+    let mut problems = verify::final_reads(&cluster.connect_string(), &recorder, args.keys).await;
     let history = recorder.finish();
     problems.extend(verify::check_history(&history));
-    problems.extend(verify::compare_servers(&cluster, args.keys, scenario.reconfigures()).await);
-    problems.extend(verify::dead_servers(&mut cluster));
+    let servers: Vec<&launch::Server> = cluster.servers().iter().collect();
+    problems.extend(verify::compare_servers(&servers, args.keys, scenario.reconfigures()).await);
+    problems.extend(verify::dead_servers(cluster.servers_mut()));
+    drop(cluster);
+    finish(scenario, seed, &dir, history, injected.faults, problems)
+}
+
+/// A run's record, once its servers are stopped: a failing one's history
+/// is saved beside the servers' logs, a passing one's directory removed.
+fn finish(
+    scenario: Scenario,
+    seed: u64,
+    dir: &std::path::Path,
+    history: history::History,
+    faults: Vec<String>,
+    mut problems: Vec<String>,
+) -> anyhow::Result<Run> {
     let unknown = history
         .ops()
         .iter()
         .filter(|op| op.returned_at().is_none())
         .count();
-    if !problems.is_empty() {
+    if problems.is_empty() {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
         let saved = dir.join("history.jsonl");
         let file = std::fs::File::create(&saved)?;
         history.write_jsonl(std::io::BufWriter::new(file))?;
@@ -265,19 +288,14 @@ async fn run_scenario(args: &Args, scenario: Scenario, seed: u64) -> anyhow::Res
             dir.display()
         ));
     }
-    let run = Run {
+    Ok(Run {
         scenario,
         seed,
         ops: history.ops().len(),
         unknown,
-        faults: injected.faults,
+        faults,
         problems,
-    };
-    drop(cluster);
-    if run.problems.is_empty() {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-    Ok(run)
+    })
 }
 
 /// ZooKeeper's `DigestAuthenticationProvider.generateDigest` of the

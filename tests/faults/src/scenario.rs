@@ -51,10 +51,14 @@ pub enum Scenario {
     Membership,
     /// A bit of everything, one fault at a time.
     Mixed,
+    /// The live move from Apache ZooKeeper (`crate::takeover`): workers on
+    /// a ZooKeeper ensemble and on two Paddock servers observing it move to
+    /// Paddock one at a time, `paddock takeover`, ZooKeeper stops.
+    Takeover,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 13] = [
+    pub const ALL: [Scenario; 14] = [
         Scenario::Reconfig,
         Scenario::Membership,
         Scenario::KillLeader,
@@ -68,6 +72,7 @@ impl Scenario {
         Scenario::SlowDisk,
         Scenario::ClockJump,
         Scenario::Mixed,
+        Scenario::Takeover,
     ];
 
     pub fn name(self) -> &'static str {
@@ -85,6 +90,7 @@ impl Scenario {
             Scenario::Reconfig => "reconfig",
             Scenario::Membership => "membership",
             Scenario::Mixed => "mixed",
+            Scenario::Takeover => "takeover",
         }
     }
 
@@ -124,7 +130,7 @@ pub const SUPER_PASSWORD: &str = "faults";
 /// A fault the `mixed` scenario may pick: all but the membership changes,
 /// whose ensembles have no proxied links to partition, and mixed itself.
 fn mixable(scenario: Scenario) -> bool {
-    !scenario.reconfigures() && scenario != Scenario::Mixed
+    !scenario.reconfigures() && !matches!(scenario, Scenario::Mixed | Scenario::Takeover)
 }
 
 /// Injects the scenario's faults until `stop`, then heals everything and
@@ -251,6 +257,7 @@ pub fn nemesis(
                 what += &reconfig_meeting_a_crash(cluster, &runtime, &mut rng, stop, hold, sent)?;
             }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
+            Scenario::Takeover => unreachable!("the takeover has a run of its own"),
         }
         injected.faults.push(format!("{what} for {hold} ms"));
     }

@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use client::{Client, ConnectOptions, Error};
 use history::checker::{self, Budget, Verdict};
 use history::{Action, History, Op, Recorder, ZnodeModel};
-use launch::Cluster;
+use launch::Server;
 
 use crate::workload::{self, key, ROOT};
 
@@ -27,10 +27,11 @@ pub async fn create_root(connect: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Reads every key once more, through the first server, into the history.
-pub async fn final_reads(cluster: &Cluster, recorder: &Recorder, keys: usize) -> Vec<String> {
+/// Reads every key once more, through any of `servers` (a connect
+/// string), into the history.
+pub async fn final_reads(servers: &str, recorder: &Recorder, keys: usize) -> Vec<String> {
     let options = ConnectOptions::new().session_timeout(workload::SESSION_TIMEOUT);
-    let zk = match Client::connect(&cluster.connect_string(), options).await {
+    let zk = match Client::connect(servers, options).await {
         Ok(zk) => zk,
         Err(error) => return vec![format!("cannot connect for the final reads: {error}")],
     };
@@ -76,9 +77,9 @@ pub fn check_history(history: &History) -> Vec<String> {
 /// the same data and versions and, when `with_config`, the same
 /// configuration (servers reached through proxies each list their peers at
 /// their own proxies' ports).
-pub async fn compare_servers(cluster: &Cluster, keys: usize, with_config: bool) -> Vec<String> {
+pub async fn compare_servers(servers: &[&Server], keys: usize, with_config: bool) -> Vec<String> {
     let mut copies = Vec::new();
-    for server in cluster.servers() {
+    for server in servers {
         match read_all(&server.client_address(), keys).await {
             Ok(copy) => copies.push((server.id(), copy)),
             Err(error) => return vec![format!("reading server.{}: {error:#}", server.id())],
@@ -148,10 +149,9 @@ const LOG_LINES_SHOWN: usize = 20;
 /// For every server that exited on its own, its exit status and the last
 /// warnings and errors of its log: CI keeps only what the harness prints,
 /// not the logs it saved.
-pub fn dead_servers(cluster: &mut Cluster) -> Vec<String> {
+pub fn dead_servers<'a>(servers: impl IntoIterator<Item = &'a mut Server>) -> Vec<String> {
     let mut problems = Vec::new();
-    for i in 0..cluster.servers().len() {
-        let server = cluster.server(i);
+    for server in servers {
         let Some(status) = server.exit_status() else {
             continue;
         };

@@ -12,6 +12,7 @@ use client::{Client, ConnectOptions, CreateMode, Error};
 use history::{Action, Op, Outcome, Recorder, Ret};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use tokio::sync::watch;
 
 /// A request that takes longer than this is given up as unknown: it may
 /// still take effect, at any later time.
@@ -26,15 +27,17 @@ pub fn key(k: usize) -> String {
 
 pub struct Worker {
     pub index: usize,
-    /// The server this worker's sessions connect to.
-    pub server: String,
+    /// The servers this worker's sessions connect to (a connect string).
+    /// When it changes, the session moves to them as ZooKeeper's
+    /// `updateServerList` moves it, keeping its id.
+    pub servers: watch::Receiver<String>,
     pub keys: usize,
     pub seed: u64,
 }
 
 impl Worker {
     /// Runs until `stop`, returning how many operations it invoked.
-    pub async fn run(self, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) -> u64 {
+    pub async fn run(mut self, recorder: Arc<Recorder>, stop: Arc<AtomicBool>) -> u64 {
         let mut rng = StdRng::seed_from_u64(self.seed);
         let mut invoked = 0;
         let mut generation = 0u32;
@@ -47,17 +50,23 @@ impl Worker {
             let options = ConnectOptions::new()
                 .session_timeout(SESSION_TIMEOUT)
                 .connect_timeout(Duration::from_secs(2));
-            let zk =
-                match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(&self.server, options))
-                    .await
-                {
-                    Ok(Ok(zk)) => zk,
-                    _ => {
-                        tokio::time::sleep(Duration::from_millis(200)).await;
-                        continue;
-                    }
-                };
+            let servers = self.servers.borrow_and_update().clone();
+            let zk = match tokio::time::timeout(REQUEST_TIMEOUT, Client::connect(&servers, options))
+                .await
+            {
+                Ok(Ok(zk)) => zk,
+                _ => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            };
             while !stop.load(Ordering::Relaxed) {
+                if self.servers.has_changed().unwrap_or(false) {
+                    let servers = self.servers.borrow_and_update().clone();
+                    // Refused only by a session already ended, which the
+                    // next operation finds.
+                    let _ = zk.update_server_list(&servers).await;
+                }
                 // Operations sent while the client knows it is cut off
                 // would only pile up unknown outcomes for the checker.
                 if zk.state() == client::SessionState::Disconnected {
