@@ -1,4 +1,6 @@
-"""The move from a running Apache ZooKeeper ensemble: `paddock mirror`.
+"""The move from a running Apache ZooKeeper ensemble: `paddock mirror`,
+Paddock servers that observe it and serve its clients
+(`observeZooKeeper`), and `paddock takeover`.
 
 A real three-server ZooKeeper ensemble (Debian's 3.8, and 3.9 from Maven
 Central: the learner protocol is the same in both) holds a tree
@@ -10,6 +12,11 @@ where it was. Once every acknowledged write is in, the ensemble is
 stopped; the mirror writes a Paddock data directory, and Paddock starts
 from it: the whole tree reads the same as it did on ZooKeeper, and the
 session resumes there with its ephemerals.
+
+An observer serves clients: reads from its copy, writes, sessions and syncs
+through ZooKeeper's leader, sessions moving between ZooKeeper and Paddock.
+Two observers take over: they go on as a Paddock ensemble from one zxid,
+with every acknowledged write, session, ephemeral and watch.
 """
 
 import os
@@ -27,11 +34,11 @@ from kazoo.security import make_acl
 
 from conftest import SUPER_PASSWORD, digest, make_kazoo
 from ensemble import Writer
-from test_migrate import assert_same_tree, fill, start_on, whole_tree
+from test_migrate import assert_same_tree, fill, start_on, whole_tree, zkcli
 from zkharness import HOST, Server, free_port, paddock_bin, wait_until, zookeeper_39_classpath
 from zkwire import CreateMode, Err, Op, RawClient, Writer as RequestWriter, create_body
 
-pytestmark = pytest.mark.paddock_only("follows an Apache ZooKeeper ensemble with `paddock mirror`")
+pytestmark = pytest.mark.paddock_only("Paddock following an Apache ZooKeeper ensemble")
 
 TICK_MS = 200
 SESSION_TIMEOUT_S = 30.0
@@ -372,10 +379,14 @@ def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path, rel
 
 @pytest.mark.timeout(300)
 def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path):
-    """Two Paddock observers serve the clients; `paddock takeover` ends
-    their following at one zxid, the ZooKeeper servers stop, and the two go
-    on as a Paddock ensemble: every acknowledged write is there, sessions
-    and their ephemerals live on, watches fire, zxids go on past ZooKeeper's."""
+    """Two Paddock observers, joined to ZooKeeper's configuration by
+    reconfig, serve the clients (kazoo under a writing load, zkCli, a raw
+    session moved from ZooKeeper); `paddock takeover` ends their following
+    at one zxid, the ZooKeeper servers stop, and the two go on as a Paddock
+    ensemble: every acknowledged write is there, sessions and their
+    ephemerals live on, watches fire, zxids go on past ZooKeeper's. The
+    fault harness's `takeover` scenario checks the same move's history
+    for linearizability."""
     ensemble = ZooKeeperEnsemble(tmp_path).start()
     observers, clients = [], []
     try:
@@ -417,6 +428,12 @@ def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path)
         writer = Writer(writer_client, "/app", "w", sets=True)
         writer.start()
         assert wait_until(lambda: len(writer.acked) >= 30, timeout=30)
+        # The Java client writes through an observer as well.
+        zkcli(observers[0], "create /java\n" + "".join(
+            f"create /java/n{i} v{i}\n" for i in range(20)) + "set /java/n0 again\nquit\n")
+        zk.sync("/java")
+        assert len(zk.get_children("/java")) == 20
+        assert zk.get("/java/n0")[0] == b"again"
 
         out = subprocess.run(
             [str(paddock_bin()), "takeover", "--server", observers[0].hosts,
@@ -445,6 +462,8 @@ def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path)
         assert reader.exists("/before").mzxid > cut, "zxids do not go on past ZooKeeper's"
         paths = set(reader.get_children("/app"))
         assert {p.rsplit("/", 1)[1] for p in writer.acked_paths()} <= paths
+        out = zkcli(observers[1], "set /java/n1 after\nget /java/n1\nls /java\nquit\n")
+        assert "after" in out and "n19" in out, out
         assert_same_tree(whole_tree(observers[0], 30), whole_tree(observers[1], 30))
         config = reader.get("/zookeeper/config")[0].decode()
         assert f"server.{MIRROR_ID}={HOST}:{peer_ports[MIRROR_ID][0]}" in config, config
