@@ -561,3 +561,140 @@ impl<W> Replica for ServerReplica<W> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use jute::{Acl, CreateMode, Id};
+    use tree::{DataTree, Outcome};
+
+    use super::*;
+    use crate::zk_txn::{CreateTxn, TxnHeader, ZkOwner};
+
+    fn create(path: &str, mode: CreateMode, ttl_ms: i64) -> TxnOp {
+        TxnOp::Create {
+            path: path.into(),
+            data: Some(Bytes::from_static(b"d")),
+            acl: vec![Acl {
+                perms: 31,
+                id: Id::new("world", "anyone"),
+            }],
+            mode,
+            ttl_ms,
+        }
+    }
+
+    #[test]
+    fn each_write_is_forwarded_as_the_request_that_makes_it() {
+        let (op, body) = request(&create("/a", CreateMode::EphemeralSequential, 0)).unwrap();
+        assert_eq!(op, OpCode::Create2);
+        let sent = CreateRequest::from_bytes(body).unwrap();
+        assert_eq!(
+            (sent.path.as_str(), sent.flags),
+            ("/a", CreateMode::EphemeralSequential.flags())
+        );
+        let (op, _) = request(&create("/c", CreateMode::Container, 0)).unwrap();
+        assert_eq!(op, OpCode::CreateContainer);
+        let (op, body) = request(&create("/t", CreateMode::PersistentWithTtl, 5000)).unwrap();
+        assert_eq!(op, OpCode::CreateTtl);
+        assert_eq!(CreateTTLRequest::from_bytes(body).unwrap().ttl, 5000);
+        let session = TxnOp::CreateSession {
+            timeout_ms: 30_000,
+            password: Bytes::new(),
+        };
+        // ZooKeeper's learner sends only the timeout; the leader derives
+        // the password from the session id.
+        assert_eq!(
+            request(&session),
+            Some((
+                OpCode::CreateSession,
+                Bytes::copy_from_slice(&30_000i32.to_be_bytes())
+            ))
+        );
+        assert_eq!(
+            request(&TxnOp::CloseSession),
+            Some((OpCode::CloseSession, Bytes::new()))
+        );
+        let multi = TxnOp::Multi(vec![
+            create("/m", CreateMode::Persistent, 0),
+            TxnOp::Delete {
+                path: "/m".into(),
+                version: -1,
+            },
+        ]);
+        let (op, body) = request(&multi).unwrap();
+        assert_eq!(op, OpCode::Multi);
+        assert_eq!(MultiRequest::from_bytes(body).unwrap().0.len(), 2);
+        let reconfig = TxnOp::Reconfig {
+            members: "server.1=h:1:2\n".into(),
+        };
+        assert_eq!(
+            request(&reconfig),
+            None,
+            "membership is ZooKeeper's to change"
+        );
+    }
+
+    #[test]
+    fn the_leader_s_revalidation_answer_is_read_and_a_short_one_refused() {
+        let mut answer = 0x65_0000_0000_0007i64.to_be_bytes().to_vec();
+        answer.push(1);
+        assert_eq!(revalidated(&answer), Some((0x65_0000_0000_0007, true)));
+        answer[8] = 0;
+        assert_eq!(revalidated(&answer), Some((0x65_0000_0000_0007, false)));
+        assert_eq!(revalidated(&answer[..8]), None);
+    }
+
+    fn logged(zxid: i64, txn: ZkTxn) -> LoggedTxn {
+        LoggedTxn {
+            header: TxnHeader {
+                client_id: 0x65,
+                cxid: 1,
+                zxid,
+                time_ms: 1_000,
+                op: 0,
+            },
+            txn,
+        }
+    }
+
+    #[test]
+    fn only_a_committed_create_of_the_marker_is_the_takeover() {
+        let create = |path: &str| {
+            ZkTxn::Create(CreateTxn {
+                op: OpCode::Create.code(),
+                path: path.into(),
+                data: Some(Bytes::from_static(b"server.1=h:1:2;3\n")),
+                acl: vec![],
+                owner: ZkOwner::Persistent,
+                parent_cversion: 1,
+            })
+        };
+        assert!(is_takeover(&logged(5, create(TAKEOVER_PATH))));
+        assert!(!is_takeover(&logged(5, create("/paddock-takeover-not"))));
+        let failed = ZkTxn::Error {
+            code: jute::ErrorCode::NodeExists.code(),
+        };
+        assert!(!is_takeover(&logged(5, failed)));
+    }
+
+    #[test]
+    fn a_reconfig_writes_the_configuration_byte_for_byte_as_zookeeper() {
+        let zxid = 0x1_0000_0005;
+        let config = format!(
+            "server.1=127.0.0.1:2888:3888:participant;0.0.0.0:2181\n\
+             server.101=127.0.0.1:2890:3890:observer;127.0.0.1:2183\nversion={zxid:x}"
+        );
+        let set = ZkTxn::SetData {
+            path: "/zookeeper/config".into(),
+            data: Some(Bytes::from(config.clone())),
+            version: -1,
+        };
+        let txn = reconfig_txn(&logged(zxid, set), config.as_bytes());
+        let mut tree = DataTree::new();
+        let applied = tree.apply(zxid, &txn);
+        assert!(matches!(applied.outcome, Outcome::Reconfigured { .. }));
+        let (data, stat) = tree.get_data("/zookeeper/config", &[]).unwrap();
+        assert_eq!(data.as_deref(), Some(config.as_bytes()));
+        assert_eq!(stat.mzxid, zxid);
+    }
+}
