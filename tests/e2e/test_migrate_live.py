@@ -103,6 +103,13 @@ class ZooKeeperEnsemble:
             server.stop()
 
 
+def close_all(clients):
+    """Ends each kazoo client's session and connection."""
+    for client in clients:
+        client.stop()
+        client.close()
+
+
 class MirrorProcess:
     """`paddock mirror`, its output read line by line as it comes."""
 
@@ -246,9 +253,7 @@ def test_a_mirror_follows_an_ensemble_across_a_leader_change_and_paddock_starts_
         finally:
             moved.stop()
     finally:
-        for client in clients:
-            client.stop()
-            client.close()
+        close_all(clients)
         if mirror:
             mirror.kill()
         ensemble.stop()
@@ -369,9 +374,7 @@ def test_a_paddock_observer_serves_clients_of_a_zookeeper_ensemble(tmp_path, rel
         paths = set(reader.get_children("/app"))
         assert {p.rsplit("/", 1)[1] for p in writer.acked_paths()} <= paths
     finally:
-        for client in clients:
-            client.stop()
-            client.close()
+        close_all(clients)
         if paddock:
             paddock.stop()
         ensemble.stop()
@@ -479,9 +482,7 @@ def test_paddock_observers_take_over_from_zookeeper_with_every_session(tmp_path)
         reader.sync("/")
         assert wait_until(lambda: reader.exists("/moved") is None, timeout=10)
     finally:
-        for client in clients:
-            client.stop()
-            client.close()
+        close_all(clients)
         for server in observers:
             server.stop()
         ensemble.stop()
