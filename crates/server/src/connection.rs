@@ -416,9 +416,9 @@ async fn resume_session(
     };
     if let Some(revalidate) = &shared.revalidate {
         match crate::zookeeper_observer::revalidate(revalidate, session_id, timeout_ms).await {
-            Ok(true) => {}
-            Ok(false) => return Ok(None),
-            Err(()) => return Err(ConnectionError::NoLeader),
+            Some(true) => {}
+            Some(false) => return Ok(None),
+            None => return Err(ConnectionError::NoLeader),
         }
     }
     shared.sessions.track(

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use consensus::{Consensus, HandOff, Membership, PeerNetwork, Role, Snapshots};
+use consensus::{Consensus, HandOff, Membership, PeerNetwork, Role, SnapshotMeta, Snapshots};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -22,7 +22,7 @@ use crate::config::{ConfigError, ServerConfig};
 use crate::ensemble::{Ensemble, PeerNote};
 use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
-use crate::shared::{now_ms, stamped_txn, Published, Shared, SocketSlot};
+use crate::shared::{now_ms, stamped_txn, Published, Shared, SocketSlot, Waiter};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
 use crate::throttle::{ConnectionThrottle, LargeRequests, RequestGate};
@@ -116,70 +116,16 @@ pub async fn run(
         );
     }
     let (snapshot_dir, log_dir) = data_dirs(&config)?;
-    let sasl_users = match &config.jaas_config {
-        Some(path) => crate::sasl::read_jaas_users(path).map_err(|reason| ServerError::Jaas {
-            path: path.clone(),
-            reason,
-        })?,
-        None => None,
-    };
-    let client_tls = match config.client_tls.enabled() {
-        true => Some(Arc::new(
-            TlsService::new(&config.client_tls)
-                .map_err(|e| ServerError::Tls(format!("for clients: {e}")))?,
-        )),
-        false => None,
-    };
-    for warning in config.warnings() {
-        tracing::warn!("{warning}");
-    }
-    if !config.ignored_keys.is_empty() {
-        tracing::warn!(
-            "zoo.cfg keys Paddock does not support, which have no effect: {} (remove them to silence this warning)",
-            config.ignored_keys.join(", ")
-        );
-    }
+    let (sasl_users, client_tls) = client_security(&config)?;
+    log_start_warnings(&config);
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
-    let (mut tree, mut snapshot_meta) = load_snapshot(&snapshots)?;
-    if config.observes_zookeeper() {
-        crate::zookeeper_observer::adopt_takeover(&mut config, &tree)?;
-    }
-    // After a reconfig the ensemble is what the tree says, not zoo.cfg
-    // (an observer's tree holds ZooKeeper's, which is not ours).
-    let reconfigured = match config.observes_zookeeper() {
-        true => None,
-        false => crate::membership::reconfigured(&tree),
-    };
-    if let Some(servers) = &reconfigured {
-        let text = |servers| crate::membership::config_text(servers, 0);
-        if text(servers) != text(&config.servers) {
-            tracing::warn!(
-                "the configuration files list other servers than the ensemble's last committed membership, which is used; change the membership with reconfig"
-            );
-        }
-        config.servers = crate::membership::with_self(servers, &config)?;
-    }
-    let observing = config.observes_zookeeper();
-    if !observing {
-        crate::membership::install(&mut tree, &config);
-    }
+    let Starting {
+        tree,
+        mut snapshot_meta,
+        reconfigured,
+    } = starting_state(&mut config, &snapshots)?;
     let ensemble = Ensemble::from_config(&config)?;
-    let server_id = match &ensemble {
-        Some(ensemble) if observing => {
-            return Err(ConfigError::Invalid {
-                key: "observeZooKeeper".into(),
-                value: config.observe_zookeeper.join(","),
-                reason: format!(
-                    "server.{} lines make a Paddock ensemble; a server that observes ZooKeeper has none",
-                    ensemble.my_id
-                ),
-            }
-            .into())
-        }
-        Some(ensemble) => ensemble.my_id,
-        None if observing => crate::zookeeper_observer::server_id(&config)?,
-        None => 1,
-    };
+    let server_id = own_id(&config, ensemble.as_ref())?;
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
         (e.voters.clone(), e.learners.clone())
     });
@@ -187,7 +133,7 @@ pub async fn run(
     // snapshots written before their header kept the learners: a group
     // restarted from one would no longer replicate to observers.
     let static_membership = Membership::new(voters.clone(), learners.clone());
-    if let Some(meta) = snapshot_meta.as_mut().filter(|_| reconfigured.is_none()) {
+    if let Some(meta) = snapshot_meta.as_mut().filter(|_| !reconfigured) {
         meta.membership = static_membership.clone();
     }
     let membership = snapshot_meta
@@ -198,40 +144,28 @@ pub async fn run(
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
     let (committed_tx, committed_rx) = mpsc::unbounded_channel();
     let shared_later = Arc::new(std::sync::OnceLock::new());
-    let (consensus, revalidate, takeover) = if observing {
-        let observer = crate::zookeeper_observer::start(
-            &config,
-            server_id,
-            snapshot_meta.as_ref(),
-            snapshots.clone(),
-            committed_tx,
-            shared_later.clone(),
-        )?;
-        (
-            observer.consensus,
-            Some(observer.revalidate),
-            Some(observer.takeover),
-        )
-    } else {
-        let consensus = Consensus::start(
-            consensus::Config {
-                id: server_id,
-                voters: voters.clone(),
-                learners,
-                log_dir,
-                tick: RAFT_TICK,
-                election_ticks: ELECTION_TICKS,
-                sync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
-            },
-            snapshot_meta.as_ref(),
-            committed_tx,
-            match &network {
-                Some(network) => network.clone(),
-                None => Arc::new(consensus::NoPeers),
-            },
-        )?;
-        (consensus, None, None)
+    let raft = consensus::Config {
+        id: server_id,
+        voters: voters.clone(),
+        learners,
+        log_dir,
+        tick: RAFT_TICK,
+        election_ticks: ELECTION_TICKS,
+        sync_warning: Duration::from_millis(config.fsync_warning_threshold_ms),
     };
+    let Replication {
+        consensus,
+        revalidate,
+        takeover,
+    } = start_replication(
+        &config,
+        raft,
+        snapshot_meta.as_ref(),
+        &snapshots,
+        committed_tx,
+        network.clone(),
+        shared_later.clone(),
+    )?;
 
     let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
     let shared = Arc::new(Shared {
@@ -270,19 +204,7 @@ pub async fn run(
         start_peer_transport(&shared, ensemble, network).await?;
     }
 
-    let snapshot_schedule = SnapshotSchedule::new(
-        shared.config.snap_count,
-        shared.config.snap_size_limit_kb,
-        TreeSize::of(&shared.published().tree),
-    );
-    let apply = ApplyLoop {
-        shared: shared.clone(),
-        snapshots: snapshots.clone(),
-        snapshot_in_progress: Arc::new(AtomicBool::new(false)),
-        membership,
-        membership_snapshot: None,
-        snapshot_schedule,
-    };
+    let apply = apply_loop(&shared, snapshots.clone(), membership);
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 
     let listeners = ClientListeners::bind(&shared).await?;
@@ -324,11 +246,19 @@ pub async fn run(
     stop_tasks(acceptors).await;
     leader_duties.abort();
     read_only.iter().for_each(JoinHandle::abort);
+    close_down(&shared, matches!(result, Ok(Stopped::Shutdown))).await;
+    result
+}
+
+/// After the server stopped serving: a leader stopped on purpose hands
+/// over first; then every connection closes, the log and the peer
+/// network stop.
+async fn close_down(shared: &Shared, on_purpose: bool) {
     if shared.config.audit_enabled {
         crate::audit::server_stopping(&shared.server_user);
     }
-    if matches!(result, Ok(Stopped::Shutdown)) {
-        hand_off_leadership(&shared).await;
+    if on_purpose {
+        hand_off_leadership(shared).await;
         tracing::info!("shutting down: closing client connections (sessions live on)");
     }
     for handle in shared.connections().values() {
@@ -338,7 +268,175 @@ pub async fn run(
     if let Some((_, network)) = &shared.peers {
         network.shutdown().await;
     }
-    result
+}
+
+/// The users of the JAAS `Server` section and the clients' TLS, as the
+/// configuration asks for them.
+fn client_security(
+    config: &ServerConfig,
+) -> Result<(Option<crate::sasl::SaslUsers>, Option<Arc<TlsService>>), ServerError> {
+    let sasl_users = match &config.jaas_config {
+        Some(path) => crate::sasl::read_jaas_users(path).map_err(|reason| ServerError::Jaas {
+            path: path.clone(),
+            reason,
+        })?,
+        None => None,
+    };
+    let client_tls = match config.client_tls.enabled() {
+        true => Some(Arc::new(
+            TlsService::new(&config.client_tls)
+                .map_err(|e| ServerError::Tls(format!("for clients: {e}")))?,
+        )),
+        false => None,
+    };
+    Ok((sasl_users, client_tls))
+}
+
+/// Starts the replication: raft among Paddock servers (`peers`, none when
+/// standalone), or the learner of the ZooKeeper ensemble this server
+/// observes, which tells `shared` (once it exists) of the sessions it
+/// keeps alive.
+fn start_replication(
+    config: &ServerConfig,
+    raft: consensus::Config,
+    snapshot_meta: Option<&SnapshotMeta>,
+    snapshots: &Arc<Snapshots>,
+    committed: mpsc::UnboundedSender<consensus::Applying<Waiter>>,
+    peers: Option<Arc<PeerNetwork>>,
+    shared: Arc<std::sync::OnceLock<std::sync::Weak<Shared>>>,
+) -> Result<Replication, ServerError> {
+    if config.observes_zookeeper() {
+        let observer = crate::zookeeper_observer::start(
+            config,
+            raft.id,
+            snapshot_meta,
+            snapshots.clone(),
+            committed,
+            shared,
+        )?;
+        return Ok(Replication {
+            consensus: observer.consensus,
+            revalidate: Some(observer.revalidate),
+            takeover: Some(observer.takeover),
+        });
+    }
+    let peers: Arc<dyn consensus::Network> = match peers {
+        Some(network) => network,
+        None => Arc::new(consensus::NoPeers),
+    };
+    Ok(Replication {
+        consensus: Consensus::start(raft, snapshot_meta, committed, peers)?,
+        revalidate: None,
+        takeover: None,
+    })
+}
+
+/// The apply loop of `shared`'s tree, its snapshots counted from the
+/// tree's size now.
+fn apply_loop(
+    shared: &Arc<Shared>,
+    snapshots: Arc<Snapshots>,
+    membership: Membership,
+) -> ApplyLoop {
+    let snapshot_schedule = SnapshotSchedule::new(
+        shared.config.snap_count,
+        shared.config.snap_size_limit_kb,
+        TreeSize::of(&shared.published().tree),
+    );
+    ApplyLoop {
+        shared: shared.clone(),
+        snapshots,
+        snapshot_in_progress: Arc::new(AtomicBool::new(false)),
+        membership,
+        membership_snapshot: None,
+        snapshot_schedule,
+    }
+}
+
+/// The tree a server starts from, and what it records of the membership.
+struct Starting {
+    tree: DataTree,
+    snapshot_meta: Option<SnapshotMeta>,
+    /// A reconfig's membership, which the configuration now holds, is the
+    /// group's rather than zoo.cfg's.
+    reconfigured: bool,
+}
+
+/// Loads the newest snapshot and sets `config`'s servers to what the tree
+/// records over the files: a takeover's ensemble, a reconfig's membership.
+/// A server of an ensemble that no reconfig has changed writes zoo.cfg's
+/// membership into the tree, as ZooKeeper writes `/zookeeper/config`.
+fn starting_state(
+    config: &mut ServerConfig,
+    snapshots: &Snapshots,
+) -> Result<Starting, ServerError> {
+    let (mut tree, snapshot_meta) = load_snapshot(snapshots)?;
+    if config.observes_zookeeper() {
+        crate::zookeeper_observer::adopt_takeover(config, &tree)?;
+    }
+    // An observer's tree holds ZooKeeper's configuration, which is not ours.
+    if config.observes_zookeeper() {
+        return Ok(Starting {
+            tree,
+            snapshot_meta,
+            reconfigured: false,
+        });
+    }
+    let reconfigured = crate::membership::reconfigured(&tree);
+    if let Some(servers) = &reconfigured {
+        let text = |servers| crate::membership::config_text(servers, 0);
+        if text(servers) != text(&config.servers) {
+            tracing::warn!(
+                "the configuration files list other servers than the ensemble's last committed membership, which is used; change the membership with reconfig"
+            );
+        }
+        config.servers = crate::membership::with_self(servers, config)?;
+    }
+    crate::membership::install(&mut tree, config);
+    Ok(Starting {
+        tree,
+        snapshot_meta,
+        reconfigured: reconfigured.is_some(),
+    })
+}
+
+/// This server's id: its `myid` in an ensemble or as an observer of
+/// ZooKeeper, 1 when standalone.
+fn own_id(config: &ServerConfig, ensemble: Option<&Ensemble>) -> Result<u64, ServerError> {
+    match ensemble {
+        Some(ensemble) if config.observes_zookeeper() => Err(ConfigError::Invalid {
+            key: "observeZooKeeper".into(),
+            value: config.observe_zookeeper.join(","),
+            reason: format!(
+                "server.{} lines make a Paddock ensemble; a server that observes ZooKeeper has none",
+                ensemble.my_id
+            ),
+        }
+        .into()),
+        Some(ensemble) => Ok(ensemble.my_id),
+        None if config.observes_zookeeper() => crate::zookeeper_observer::server_id(config),
+        None => Ok(1),
+    }
+}
+
+/// How the server's log is replicated: raft among Paddock servers, or the
+/// learner of an observed ZooKeeper ensemble, with what that one adds.
+struct Replication {
+    consensus: Consensus<Waiter>,
+    revalidate: Option<migrate::Revalidate>,
+    takeover: Option<tokio::sync::oneshot::Receiver<i64>>,
+}
+
+fn log_start_warnings(config: &ServerConfig) {
+    for warning in config.warnings() {
+        tracing::warn!("{warning}");
+    }
+    if !config.ignored_keys.is_empty() {
+        tracing::warn!(
+            "zoo.cfg keys Paddock does not support, which have no effect: {} (remove them to silence this warning)",
+            config.ignored_keys.join(", ")
+        );
+    }
 }
 
 /// Cancels `tasks` and waits until each has ended, its resources dropped.

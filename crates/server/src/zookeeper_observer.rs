@@ -194,12 +194,12 @@ const TAKEOVER_APPLY_WAIT: Duration = Duration::from_secs(30);
 /// Whether the ZooKeeper leader takes session `id`, resumed here, as
 /// living, and makes this server its owner (ZooKeeper's learner
 /// revalidates every session a client resumes, so that the leader takes
-/// its writes from here). `Err` when no leader answered.
+/// its writes from here). `None` when no leader answered.
 pub async fn revalidate(
     revalidate: &migrate::Revalidate,
     session_id: i64,
     timeout_ms: i32,
-) -> Result<bool, ()> {
+) -> Option<bool> {
     let (answer, answered) = tokio::sync::oneshot::channel();
     revalidate(
         session_id,
@@ -208,10 +208,10 @@ pub async fn revalidate(
             let _ = answer.send(valid);
         }),
     );
-    match tokio::time::timeout(REVALIDATE_WAIT, answered).await {
-        Ok(Ok(Some(valid))) => Ok(valid),
-        _ => Err(()),
-    }
+    tokio::time::timeout(REVALIDATE_WAIT, answered)
+        .await
+        .ok()?
+        .ok()?
 }
 
 /// How long a resumed session waits for the leader's word: ZooKeeper's
