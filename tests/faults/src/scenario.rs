@@ -49,6 +49,11 @@ pub enum Scenario {
     /// voter to observer and back; half of the time a server (perhaps the
     /// leader) is killed the moment the change is sent.
     Membership,
+    /// Every server in turn, the leader when its turn comes, stopped as an
+    /// operator stops it (SIGTERM: a leader hands leadership over first),
+    /// down for the hold, restarted and waited for until it serves again:
+    /// a rolling restart, over and over.
+    RollingRestart,
     /// A bit of everything, one fault at a time.
     Mixed,
     /// The live move from Apache ZooKeeper (`crate::takeover`): workers on
@@ -58,7 +63,7 @@ pub enum Scenario {
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 14] = [
+    pub const ALL: [Scenario; 15] = [
         Scenario::Reconfig,
         Scenario::Membership,
         Scenario::KillLeader,
@@ -71,6 +76,7 @@ impl Scenario {
         Scenario::WipeVoter,
         Scenario::SlowDisk,
         Scenario::ClockJump,
+        Scenario::RollingRestart,
         Scenario::Mixed,
         Scenario::Takeover,
     ];
@@ -89,6 +95,7 @@ impl Scenario {
             Scenario::ClockJump => "clock-jump",
             Scenario::Reconfig => "reconfig",
             Scenario::Membership => "membership",
+            Scenario::RollingRestart => "rolling-restart",
             Scenario::Mixed => "mixed",
             Scenario::Takeover => "takeover",
         }
@@ -123,6 +130,10 @@ pub struct Levers<'a> {
     /// Where its reconfig requests run.
     pub runtime: tokio::runtime::Handle,
 }
+
+/// How long a server stopped with SIGTERM may take to hand over and exit
+/// before it is killed: a few election timeouts.
+const GRACEFUL_STOP_MAX: Duration = Duration::from_secs(10);
 
 /// The superuser's password on every server, for reconfig.
 pub const SUPER_PASSWORD: &str = "faults";
@@ -177,6 +188,8 @@ pub fn nemesis(
             | Scenario::WipeVoter
             | Scenario::Reconfig
             | Scenario::Membership => rng.gen_range(0..cluster.servers().len()),
+            // The next in turn, whatever its role.
+            Scenario::RollingRestart => injected.faults.len() % cluster.servers().len(),
             _ => match followers.choose(&mut rng) {
                 Some(&f) => f,
                 None => continue,
@@ -255,6 +268,15 @@ pub fn nemesis(
                 what = change.describe(cluster);
                 let sent = (change.joining(cluster), change.leaving(cluster));
                 what += &reconfig_meeting_a_crash(cluster, &runtime, &mut rng, stop, hold, sent)?;
+            }
+            Scenario::RollingRestart => {
+                if victim == leader {
+                    what += " (the leader)";
+                }
+                cluster.server(victim).stop(GRACEFUL_STOP_MAX);
+                sleep_unless_stopped(stop, hold);
+                cluster.server(victim).restart()?;
+                cluster.server(victim).wait_serving(launch::START_TIMEOUT)?;
             }
             Scenario::Mixed => unreachable!("mixed picks a concrete fault"),
             Scenario::Takeover => unreachable!("the takeover has a run of its own"),
