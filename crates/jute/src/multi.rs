@@ -92,6 +92,31 @@ pub enum MultiOp {
 }
 
 impl MultiOp {
+    /// A create in `mode` as the op a client sends for it: createTTL's
+    /// record for the TTL modes, createContainer for a container, and
+    /// `plain` (create or create2) otherwise, whose record has no TTL.
+    pub fn create_in(mode: CreateMode, plain: OpCode, req: CreateTTLRequest) -> MultiOp {
+        if mode.is_ttl() {
+            return MultiOp::CreateTtl(req);
+        }
+        let op = if mode.is_container() {
+            OpCode::CreateContainer
+        } else {
+            plain
+        };
+        MultiOp::Create {
+            op,
+            req: CreateRequest {
+                path: req.path,
+                data: req.data,
+                acl: req.acl,
+                flags: req.flags,
+            },
+        }
+    }
+}
+
+impl MultiOp {
     pub fn op_code(&self) -> i32 {
         match self {
             MultiOp::Create { op, .. } => op.code(),
@@ -138,24 +163,7 @@ impl MultiOp {
                 // Unknown flags pick the op as if persistent, but are kept
                 // for the server to reject, as ZooKeeper does.
                 let mode = CreateMode::from_flags(req.flags).unwrap_or(CreateMode::Persistent);
-                if mode.is_ttl() {
-                    MultiOp::CreateTtl(req)
-                } else {
-                    let op = if mode.is_container() {
-                        OpCode::CreateContainer
-                    } else {
-                        OpCode::Create
-                    };
-                    MultiOp::Create {
-                        op,
-                        req: CreateRequest {
-                            path: req.path,
-                            data: req.data,
-                            acl: req.acl,
-                            flags: req.flags,
-                        },
-                    }
-                }
+                MultiOp::create_in(mode, OpCode::Create, req)
             }
             Some(OpCode::Delete) => MultiOp::Delete(DeleteRequest::decode(r)?),
             Some(OpCode::SetData) => MultiOp::SetData(SetDataRequest::decode(r)?),

@@ -34,8 +34,8 @@ use consensus::{
     Status, Upstream,
 };
 use jute::{
-    CreateRequest, CreateTTLRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, Record,
-    SetACLRequest, SetDataRequest, SyncRequest, WriteExt,
+    CreateTTLRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, Record, SetACLRequest,
+    SetDataRequest, SyncRequest, WriteExt,
 };
 use tokio::sync::mpsc::UnboundedSender;
 use tree::{Txn, TxnOp};
@@ -345,33 +345,17 @@ fn multi_op(op: &TxnOp) -> Option<MultiOp> {
             acl,
             mode,
             ttl_ms,
-        } => {
-            let flags = mode.flags();
-            if mode.is_ttl() {
-                MultiOp::CreateTtl(CreateTTLRequest {
-                    path: path.clone(),
-                    data: data.clone(),
-                    acl: acl.clone(),
-                    flags,
-                    ttl: *ttl_ms,
-                })
-            } else {
-                let op = if mode.is_container() {
-                    OpCode::CreateContainer
-                } else {
-                    OpCode::Create2
-                };
-                MultiOp::Create {
-                    op,
-                    req: CreateRequest {
-                        path: path.clone(),
-                        data: data.clone(),
-                        acl: acl.clone(),
-                        flags,
-                    },
-                }
-            }
-        }
+        } => MultiOp::create_in(
+            *mode,
+            OpCode::Create2,
+            CreateTTLRequest {
+                path: path.clone(),
+                data: data.clone(),
+                acl: acl.clone(),
+                flags: mode.flags(),
+                ttl: *ttl_ms,
+            },
+        ),
         TxnOp::Delete { path, version } => MultiOp::Delete(DeleteRequest {
             path: path.clone(),
             version: *version,
@@ -564,7 +548,7 @@ impl<W> Replica for ServerReplica<W> {
 
 #[cfg(test)]
 mod tests {
-    use jute::{Acl, CreateMode, Id};
+    use jute::{Acl, CreateMode, CreateRequest, Id};
     use tree::{DataTree, Outcome};
 
     use super::*;
