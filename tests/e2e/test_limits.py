@@ -138,8 +138,10 @@ def test_requests_held_past_the_wait_time_are_answered_throttled(server_factory)
     assert c.create("/throttled", b"")[0] == 0
     errors = pipelined_sets(c, "/throttled", 50)
     assert set(errors) <= {0, THROTTLED}, errors
-    assert errors[0] == 0, "the first request did not wait"
-    assert THROTTLED in errors, "later ones waited on it past 1 ms"
+    # ZooKeeper counts the wait from a request's arrival, so on a loaded
+    # machine even the first one can be past 1 ms when it leaves the
+    # throttler: which ones are throttled is timing, that some are is not.
+    assert THROTTLED in errors, "requests waited on each other past 1 ms"
     # A throttled request is not applied.
     err, stat = c.exists("/throttled")
     assert (err, stat.version) == (0, errors.count(0))
