@@ -127,7 +127,7 @@ def test_the_connection_throttle_refuses_handshakes_past_its_tokens(server_facto
 
 def pipelined_sets(client, path, count):
     body = Writer().string(path).buffer(b"v" * 100).int(-1).bytes()
-    xids = [client.submit(Op.setData, body) for _ in range(count)]
+    xids = client.submit_all(Op.setData, [body] * count)
     return [client.wait_reply(xid, timeout=60).err for xid in xids]
 
 
@@ -135,17 +135,24 @@ def test_requests_held_past_the_wait_time_are_answered_throttled(server_factory)
     s = server_factory({"request_throttle_max_requests": "1",
                         "throttled_op_wait_time": "1"})
     c = RawClient(s.host, s.port)
-    assert c.create("/throttled", b"")[0] == 0
+    # Even a lone request can wait past 1 ms on a cold or loaded server; a
+    # throttled create is not applied, so it is sent again.
+    creates_throttled = 0
+    while (err := c.create("/throttled", b"")[0]) == THROTTLED and creates_throttled < 100:
+        creates_throttled += 1
+    assert err == 0
     errors = pipelined_sets(c, "/throttled", 50)
     assert set(errors) <= {0, THROTTLED}, errors
-    # ZooKeeper counts the wait from a request's arrival, so on a loaded
-    # machine even the first one can be past 1 ms when it leaves the
-    # throttler: which ones are throttled is timing, that some are is not.
+    # They arrive together and pass one at a time, so the later ones wait
+    # past 1 ms. ZooKeeper counts the wait from a request's arrival: on a
+    # loaded machine even the first one can be past it when it leaves the
+    # throttler, so which ones are throttled is timing; that some are is not.
     assert THROTTLED in errors, "requests waited on each other past 1 ms"
     # A throttled request is not applied.
     err, stat = c.exists("/throttled")
     assert (err, stat.version) == (0, errors.count(0))
-    assert int(mntr(s)["zk_throttled_ops"]) == errors.count(THROTTLED)
+    throttled = creates_throttled + errors.count(THROTTLED)
+    assert int(mntr(s)["zk_throttled_ops"]) == throttled
     c.close()
 
 
