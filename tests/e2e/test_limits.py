@@ -1,11 +1,12 @@
 """Limits on load, under ZooKeeper's zoo.cfg keys: connections per address
 (maxClientCnxns) and in all (maxCnxns), the connection throttle
-(connection_throttle_*), requests in process (globalOutstandingLimit) and
-the request throttler (request_throttle_max_requests with
-throttled_op_wait_time). Each a client over a limit sees as ZooKeeper's
+(connection_throttle_*), the accept queue (clientPortListenBacklog),
+requests in process (globalOutstandingLimit) and the request throttler
+(request_throttle_max_requests with throttled_op_wait_time). Each a client over a limit sees as ZooKeeper's
 clients see it, and nobody else notices."""
 
 import socket
+import subprocess
 import threading
 import time
 
@@ -123,6 +124,27 @@ def test_the_connection_throttle_refuses_handshakes_past_its_tokens(server_facto
     assert int(stats["zk_connection_request_count"]) == 2
     for client in admitted:
         client.close()
+
+
+def accept_queue_length(port) -> int:
+    """The accept queue of the socket listening on `port`, as the kernel
+    holds it (`ss` shows it as a listener's Send-Q)."""
+    out = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], check=True,
+                         capture_output=True, text=True).stdout
+    return int(out.split()[2])
+
+
+def test_the_accept_queue_is_as_long_as_clientportlistenbacklog(server_factory):
+    s = server_factory({"clientPortListenBacklog": "100"})
+    assert accept_queue_length(s.port) == 100
+    conf = dict(line.split("=", 1) for line in s.four_letter("conf").splitlines()
+                if "=" in line)
+    assert conf["clientPortListenBacklog"] == "100"
+    zk = make_kazoo(s)
+    zk.start()
+    assert zk.create("/backlog") == "/backlog"
+    zk.stop()
+    zk.close()
 
 
 def pipelined_sets(client, path, count):

@@ -239,7 +239,7 @@ fn configuration(monitor: &Monitor, _: &Arguments) -> Object {
         "min_session_timeout": c.min_session_timeout_ms,
         "max_session_timeout": c.max_session_timeout_ms,
         "server_id": server_id,
-        "client_port_listen_backlog": -1,
+        "client_port_listen_backlog": c.reported_listen_backlog(),
     }))
 }
 

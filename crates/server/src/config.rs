@@ -24,6 +24,12 @@ pub const JUTE_MAX_BUFFER_DEFAULT: usize = 0xfffff;
 const INIT_LIMIT_TICKS_DEFAULT: u32 = 10;
 const SYNC_LIMIT_TICKS_DEFAULT: u32 = 5;
 const FOUR_LETTER_DEFAULT: &[&str] = &["srvr"];
+/// The client ports' accept queue when `clientPortListenBacklog` is unset
+/// (the kernel caps it at `net.core.somaxconn`). ZooKeeper's JVM default
+/// is 50; a herd of clients reconnecting after a restart overflows a short
+/// queue, and each connection the kernel drops waits a second or more for
+/// its SYN to be sent again.
+pub const DEFAULT_LISTEN_BACKLOG: u32 = 4096;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -46,6 +52,10 @@ pub struct ServerConfig {
     pub max_session_timeout_ms: i32,
     /// Connections allowed from one IP address; 0 means unlimited.
     pub max_client_cnxns: usize,
+    /// `clientPortListenBacklog`: connections the kernel queues for the
+    /// client ports before they are accepted; `None` (the key unset, or -1
+    /// as ZooKeeper writes it) for [`DEFAULT_LISTEN_BACKLOG`].
+    pub client_port_listen_backlog: Option<u32>,
     /// Applied transactions between snapshots (ZooKeeper's `snapCount`).
     pub snap_count: u64,
     /// KiB of log between snapshots, whatever the count; <= 0 for no limit
@@ -280,6 +290,7 @@ impl Default for ServerConfig {
             min_session_timeout_ms: 2 * tick_time_ms as i32,
             max_session_timeout_ms: 20 * tick_time_ms as i32,
             max_client_cnxns: 60,
+            client_port_listen_backlog: None,
             snap_count: 100_000,
             // ZooKeeper's default is 4 GiB of log on disk; Paddock reads
             // the log since the last snapshot into memory once on restart.
@@ -437,6 +448,11 @@ impl ServerConfig {
         Ok(())
     }
 
+    /// `clientPortListenBacklog` as ZooKeeper reports it: -1 when unset.
+    pub fn reported_listen_backlog(&self) -> i64 {
+        self.client_port_listen_backlog.map_or(-1, i64::from)
+    }
+
     pub fn from_properties(props: &BTreeMap<String, String>) -> Result<Self, ConfigError> {
         let mut config = Self::default();
         let mut min_timeout = None;
@@ -461,6 +477,9 @@ impl ServerConfig {
                 "minSessionTimeout" => min_timeout = Some(session_timeout(raw_key, value)?),
                 "maxSessionTimeout" => max_timeout = Some(session_timeout(raw_key, value)?),
                 "maxClientCnxns" => config.max_client_cnxns = number(raw_key, value)?,
+                "clientPortListenBacklog" => {
+                    config.client_port_listen_backlog = listen_backlog(raw_key, value)?
+                }
                 "snapCount" => config.snap_count = number(raw_key, value)?,
                 "snapSizeLimitInKb" => {
                     config.snap_size_limit_kb = value
@@ -726,6 +745,15 @@ pub(crate) fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T, 
         .map_err(|_| invalid(key, value, "expected a non-negative number"))
 }
 
+/// `clientPortListenBacklog`: a length; as for ZooKeeper's server socket,
+/// one of 0 or less (-1 in its docs) leaves the default.
+fn listen_backlog(key: &str, value: &str) -> Result<Option<u32>, ConfigError> {
+    let length: i32 = value
+        .parse()
+        .map_err(|_| invalid(key, value, "expected a length, or -1 for the default"))?;
+    Ok(u32::try_from(length).ok().filter(|length| *length > 0))
+}
+
 /// `minSessionTimeout` / `maxSessionTimeout`: Java's `Integer.parseInt`.
 fn session_timeout(key: &str, value: &str) -> Result<i32, ConfigError> {
     value
@@ -823,6 +851,19 @@ mod tests {
         assert_eq!(c.ignored_keys, vec!["something.unknown".to_string()]);
         assert_eq!(c.negotiate_session_timeout(50), 200);
         assert_eq!(c.negotiate_session_timeout(100_000), 2000);
+    }
+
+    #[test]
+    fn a_listen_backlog_of_zero_or_less_leaves_the_default() {
+        let backlog = |text| config(text).map(|c| c.client_port_listen_backlog);
+        assert_eq!(backlog("").unwrap(), None);
+        assert_eq!(backlog("clientPortListenBacklog=-1").unwrap(), None);
+        assert_eq!(backlog("clientPortListenBacklog=0").unwrap(), None);
+        assert_eq!(backlog("clientPortListenBacklog=100").unwrap(), Some(100));
+        let error = backlog("clientPortListenBacklog=lots")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("clientPortListenBacklog"), "{error}");
     }
 
     #[test]

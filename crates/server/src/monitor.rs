@@ -540,7 +540,10 @@ pub(crate) fn conf(shared: &Shared) -> Vec<(&'static str, String)> {
         ("maxClientCnxns", c.max_client_cnxns.to_string()),
         ("minSessionTimeout", c.min_session_timeout_ms.to_string()),
         ("maxSessionTimeout", c.max_session_timeout_ms.to_string()),
-        ("clientPortListenBacklog", "-1".to_string()),
+        (
+            "clientPortListenBacklog",
+            c.reported_listen_backlog().to_string(),
+        ),
         ("serverId", server_id.to_string()),
     ]
 }

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use consensus::{Consensus, HandOff, Membership, PeerNetwork, Role, SnapshotMeta, Snapshots};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tree::{DataTree, TxnOp};
@@ -207,7 +207,7 @@ pub async fn run(
     let apply = apply_loop(&shared, snapshots.clone(), membership);
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 
-    let listeners = ClientListeners::bind(&shared).await?;
+    let listeners = ClientListeners::bind(&shared)?;
     on_listening(listeners.address(&shared), Monitor::new(shared.clone()));
     let acceptors = listeners.spawn(&shared);
     tokio::select! {
@@ -638,10 +638,13 @@ enum Speaks {
 }
 
 impl ClientListeners {
-    async fn bind(shared: &Shared) -> Result<Self, ServerError> {
+    fn bind(shared: &Shared) -> Result<Self, ServerError> {
         let config = &shared.config;
         let plain = match config.plain_client_port {
-            true => Some(bind(client_addr(shared)).await?),
+            true => Some(bind(
+                client_addr(shared),
+                config.client_port_listen_backlog,
+            )?),
             false => None,
         };
         let secure = match config.client_tls.port {
@@ -651,7 +654,8 @@ impl ClientListeners {
                     .address
                     .or(config.client_port_address)
                     .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-                Some(bind(SocketAddr::new(ip, port)).await?)
+                let addr = SocketAddr::new(ip, port);
+                Some(bind(addr, config.client_port_listen_backlog)?)
             }
             None => None,
         };
@@ -686,10 +690,20 @@ impl ClientListeners {
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError::Listen { addr, source })
+/// A client port's listener, with `clientPortListenBacklog`'s accept queue.
+fn bind(addr: SocketAddr, backlog: Option<u32>) -> Result<TcpListener, ServerError> {
+    let listen = || {
+        let socket = match addr {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        // As std and tokio do for a listener: a restarted server binds its
+        // port again while the last run's connections are in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        socket.bind(addr)?;
+        socket.listen(backlog.unwrap_or(crate::config::DEFAULT_LISTEN_BACKLOG))
+    };
+    listen().map_err(|source| ServerError::Listen { addr, source })
 }
 
 /// Opens the door to sessions. Sessions recovered from disk get a fresh
