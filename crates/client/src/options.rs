@@ -1,6 +1,7 @@
 //! How to connect: the connect string ("host:port,host:port/chroot") and
 //! [`ConnectOptions`] (timeouts, credentials, an existing session to resume).
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,6 +38,7 @@ pub struct ConnectOptions {
     pub(crate) max_frame_bytes: usize,
     pub(crate) sasl: Option<SaslLogin>,
     pub(crate) tls: Option<Arc<ClientConfig>>,
+    pub(crate) local_address: Option<IpAddr>,
 }
 
 impl Default for ConnectOptions {
@@ -49,6 +51,7 @@ impl Default for ConnectOptions {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             sasl: None,
             tls: None,
+            local_address: None,
         }
     }
 }
@@ -119,6 +122,15 @@ impl ConnectOptions {
     /// `SessionExpired` if the session is gone.
     pub fn resume_session(mut self, session_id: i64, password: Bytes) -> Self {
         self.resume = Some((session_id, password));
+        self
+    }
+
+    /// Connects from this address of the host (bound before each
+    /// connect), rather than the one the kernel picks for the route: on a
+    /// host with several addresses, or for many thousands of sessions from
+    /// one host to one server, each address having its own ports.
+    pub fn local_address(mut self, address: IpAddr) -> Self {
+        self.local_address = Some(address);
         self
     }
 

@@ -216,6 +216,7 @@ pub(crate) struct SessionTask {
     max_frame_bytes: usize,
     sasl: Option<SaslLogin>,
     tls: Option<Arc<tokio_rustls::rustls::ClientConfig>>,
+    local_address: Option<std::net::IpAddr>,
     /// The next xid to assign: positive, wrapping from `i32::MAX` to 1 so
     /// it never collides with the reserved negative xids.
     next_xid: i32,
@@ -241,6 +242,7 @@ impl SessionTask {
             max_frame_bytes: options.max_frame_bytes,
             sasl: options.sasl.clone(),
             tls: options.tls.clone(),
+            local_address: options.local_address,
             next_xid: 1,
             permits: Arc::new(Semaphore::new(IN_FLIGHT_MAX)),
         }
@@ -368,7 +370,7 @@ impl SessionTask {
     ) -> Result<(MaybeTls, ConnectResponse, BytesMut), Attempt> {
         let failed =
             |what: &str, e: &dyn std::fmt::Display| Attempt::Failed(format!("{what}: {e}"));
-        let mut stream = crate::transport::connect(&host.0, host.1, self.tls.as_ref())
+        let mut stream = crate::transport::connect(host, self.local_address, self.tls.as_ref())
             .await
             .map_err(Attempt::Failed)?;
         let session = self.shared.session();

@@ -13,7 +13,9 @@
 //! closes.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{IpAddr, Ipv4Addr};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +26,8 @@ use crate::load;
 
 /// Sessions one holder process opens at most.
 pub const SESSIONS_PER_HOLDER: usize = 10_000;
+/// The last octet of the loopback address the next holder connects from.
+static NEXT_LOOPBACK_HOST: AtomicU8 = AtomicU8::new(1);
 const STATES_EVERY: Duration = Duration::from_millis(100);
 /// Times a create lost with its connection is tried again.
 const CREATE_ATTEMPTS: usize = 50;
@@ -43,6 +47,9 @@ pub struct HolderArgs {
     pub count: usize,
     #[arg(long)]
     pub session_timeout_ms: u64,
+    /// The address the sessions connect from.
+    #[arg(long)]
+    pub local_address: Option<IpAddr>,
 }
 
 /// `paddock bench storm-holder`.
@@ -55,10 +62,13 @@ pub fn main(args: HolderArgs) -> anyhow::Result<()> {
 }
 
 async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
-    let options = ConnectOptions::new()
+    let mut options = ConnectOptions::new()
         .session_timeout(Duration::from_millis(args.session_timeout_ms))
         .connect_timeout(Duration::from_secs(30));
-    let clients = load::connect_with(&args.connect, args.count, options).await?;
+    if let Some(local) = args.local_address {
+        options = options.local_address(local);
+    }
+    let mut clients = load::connect_with(&args.connect, args.count, options.clone()).await?;
     let paths: Vec<String> = (0..clients.len())
         .map(|n| format!("{}/e{:06}", args.root, args.first + n))
         .collect();
@@ -67,11 +77,28 @@ async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
         .zip(&paths)
         .map(|(zk, path)| zk.create(path, b"", CreateMode::Ephemeral))
         .collect();
-    for ((create, zk), path) in creates.into_iter().zip(&clients).zip(&paths) {
-        if let Err(error) = create.await {
-            create_again(zk, path, error).await?;
+    let mut expired = 0;
+    for ((create, zk), path) in creates.into_iter().zip(&mut clients).zip(&paths) {
+        let Err(error) = create.await else { continue };
+        if let Err(error) = create_again(zk, path, error).await {
+            if !matches!(error, client::Error::SessionExpired { .. }) {
+                return Err(error)
+                    .with_context(|| format!("creating the session's ephemeral {path}"));
+            }
+            // The server let the session expire while it connected (a
+            // ZooKeeper ensemble under a herd can): a new one takes its
+            // place, and the workload reports how many did.
+            expired += 1;
+            *zk = Client::connect(&args.connect, options.clone()).await?;
+            let error = zk.create(path, b"", CreateMode::Ephemeral).await.err();
+            if let Some(error) = error {
+                create_again(zk, path, error)
+                    .await
+                    .with_context(|| format!("creating the session's ephemeral {path}"))?;
+            }
         }
     }
+    say(&format!("expired {expired}"));
     say("ready");
     let (closed_tx, mut closed) = tokio::sync::oneshot::channel::<()>();
     std::thread::spawn(move || {
@@ -93,7 +120,11 @@ async fn hold(args: &HolderArgs) -> anyhow::Result<()> {
 /// A herd of handshakes can cost a session its connection (ZooKeeper's
 /// ensembles drop some): a create lost with it is made again once the
 /// session is back, and one that had been applied is found.
-async fn create_again(zk: &Client, path: &str, mut error: client::Error) -> anyhow::Result<()> {
+async fn create_again(
+    zk: &Client,
+    path: &str,
+    mut error: client::Error,
+) -> Result<(), client::Error> {
     for _ in 0..CREATE_ATTEMPTS {
         if !error.is_connection_loss() {
             break;
@@ -104,7 +135,7 @@ async fn create_again(zk: &Client, path: &str, mut error: client::Error) -> anyh
             Err(error) => error,
         };
     }
-    Err(error).with_context(|| format!("creating the session's ephemeral {path}"))
+    Err(error)
 }
 
 fn states(clients: &[Client]) -> String {
@@ -129,6 +160,8 @@ fn say(line: &str) {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct States {
     pub ready: usize,
+    /// Sessions that expired while they connected, each replaced.
+    pub expired_connecting: usize,
     pub connected: usize,
     pub disconnected: usize,
     pub ended: usize,
@@ -150,6 +183,7 @@ impl Holders {
     ) -> anyhow::Result<Holders> {
         let exe = std::env::current_exe().context("finding this executable")?;
         let count = sessions.div_ceil(SESSIONS_PER_HOLDER);
+        let on_loopback = connects_to_loopback(connect);
         let said = Arc::new(Mutex::new(vec![States::default(); count]));
         let mut children = Vec::with_capacity(count);
         for who in 0..count {
@@ -166,6 +200,13 @@ impl Holders {
                 ])
                 .args(["--first", &first.to_string(), "--count", &held.to_string()])
                 .args(["--session-timeout-ms", &session_timeout_ms.to_string()])
+                .args(match on_loopback {
+                    true => vec![
+                        "--local-address".to_owned(),
+                        loopback_of_its_own().to_string(),
+                    ],
+                    false => vec![],
+                })
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -189,6 +230,7 @@ impl Holders {
         let said = self.said.lock().expect("holder states poisoned");
         said.iter().fold(States::default(), |sum, s| States {
             ready: sum.ready + s.ready,
+            expired_connecting: sum.expired_connecting + s.expired_connecting,
             connected: sum.connected + s.connected,
             disconnected: sum.disconnected + s.disconnected,
             ended: sum.ended + s.ended,
@@ -250,9 +292,32 @@ impl Drop for Holders {
     }
 }
 
+/// Whether every server of `connect` is on this host's IPv4 loopback.
+fn connects_to_loopback(connect: &str) -> bool {
+    connect.split(',').all(|server| {
+        let host = server.rsplit_once(':').map_or(server, |(host, _)| host);
+        host.parse::<Ipv4Addr>().is_ok_and(|ip| ip.is_loopback())
+    })
+}
+
+/// A loopback address no earlier holder used (127.0.1.1, 127.0.1.2, ...).
+/// The connections of a holder then have a port range of their own: from
+/// one address to one server, tens of thousands of connections, and those
+/// a server restart left in TIME_WAIT, crowd the kernel's ephemeral ports,
+/// and it spends most of a holder's CPU searching them on each connect.
+fn loopback_of_its_own() -> Ipv4Addr {
+    Ipv4Addr::new(
+        127,
+        0,
+        1,
+        NEXT_LOOPBACK_HOST.fetch_add(1, Ordering::Relaxed),
+    )
+}
+
 fn read_line(states: &mut States, held: usize, line: &str) {
     let words: Vec<&str> = line.split_whitespace().collect();
     match words[..] {
+        ["expired", count] => states.expired_connecting = count.parse().unwrap_or(0),
         ["ready"] => {
             states.ready = held;
             states.connected = held;
@@ -272,15 +337,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn holders_connect_from_addresses_of_their_own_on_loopback_only() {
+        assert!(connects_to_loopback("127.0.0.1:2181,127.0.0.1:2182"));
+        assert!(!connects_to_loopback("[::1]:2181"));
+        assert!(!connects_to_loopback("127.0.0.1:2181,10.0.0.2:2181"));
+        assert!(!connects_to_loopback("zk1:2181"));
+        assert_ne!(loopback_of_its_own(), loopback_of_its_own());
+    }
+
+    #[test]
     fn a_holders_lines_are_read() {
         let mut states = States::default();
+        read_line(&mut states, 10, "expired 2");
         read_line(&mut states, 10, "ready");
         assert_eq!((states.ready, states.connected), (10, 10));
+        assert_eq!(states.expired_connecting, 2);
         read_line(&mut states, 10, "states 7 2 1");
         assert_eq!(
             states,
             States {
                 ready: 10,
+                expired_connecting: 2,
                 connected: 7,
                 disconnected: 2,
                 ended: 1

@@ -10,7 +10,8 @@
 //! 3. *herd* (deployments this tool started): as many sessions again, with
 //!    a long timeout; every server is killed and restarted, and all the
 //!    sessions reconnect at once, as after a restart. Every session should
-//!    live on with its ephemeral.
+//!    live on with its ephemeral. The probe's row covers the restart and
+//!    the reconnection, and at least [`HERD_WINDOW`] after the restart.
 //!
 //! Each phase reports the foreground writer's latency and errors during
 //! it. The sessions are held by `holder` processes of their own.
@@ -37,6 +38,8 @@ const PROBE_PATH: &str = "/bench/storm/probe";
 const HERD_SESSION_TIMEOUT_MS: u64 = 30_000;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(300);
 const RECONNECT_TIMEOUT: Duration = Duration::from_secs(120);
+/// The probe's herd row covers at least this long after the restart.
+const HERD_WINDOW: Duration = Duration::from_secs(5);
 /// How often the ephemerals left are counted while they are cleaned up.
 const COUNT_EVERY: Duration = Duration::from_millis(100);
 /// The pause between two of the foreground writer's writes.
@@ -91,6 +94,10 @@ pub async fn run(
             .metric(
                 "sessions_per_sec",
                 args.sessions as f64 / connected_in.as_secs_f64().max(1e-9),
+            )
+            .metric(
+                "sessions_expired_connecting",
+                lost.states().expired_connecting as f64,
             ),
     );
 
@@ -197,11 +204,15 @@ async fn herd(
     let reconnected_in = herd
         .wait_until("every session reconnected", RECONNECT_TIMEOUT, settled)
         .await?;
+    // Both systems' rows cover the same stretch after the restart, however
+    // soon their herds reconnect, so that their percentiles compare; the
+    // row ends before the herd's sessions are closed, a storm of its own.
+    tokio::time::sleep(HERD_WINDOW.saturating_sub(reconnected_in)).await;
+    let row = probe.row("herd");
     let states = herd.states();
     let kept = retried(|| admin.get_all_children_number(HERD_ROOT)).await?;
     herd.close_all();
-    Ok(probe
-        .row("herd")
+    Ok(row
         .metric("restart_s", restart.as_secs_f64())
         .metric("reconnected_s", reconnected_in.as_secs_f64())
         .metric("sessions_expired", states.ended as f64)
