@@ -7,10 +7,11 @@
 //! [`SESSIONS_PER_HOLDER`] sessions, well below this machine's limit of
 //! open files per process.
 //!
-//! It opens its sessions, creates one ephemeral znode each, says `ready`,
-//! then every 100 ms `states CONNECTED DISCONNECTED ENDED` (ENDED: expired
-//! or closed) on stdout; it closes its sessions and exits when its stdin
-//! closes.
+//! It opens its sessions, creates one ephemeral znode each, says
+//! `expired N` (sessions that expired before their create was made, each
+//! replaced by a new one) and `ready`, then every 100 ms
+//! `states CONNECTED DISCONNECTED ENDED` (ENDED: expired or closed) on
+//! stdout; it closes its sessions and exits when its stdin closes.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr};
