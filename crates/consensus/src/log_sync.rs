@@ -7,7 +7,8 @@
 //! on a disk other servers share, no longer silences a leader or deafens a
 //! follower, so it no longer costs an election. Raft-rs supports this
 //! directly: `advance_append_async` takes the Ready back before it is
-//! durable, `on_persist_ready` says when it is.
+//! durable, `on_persist_ready` says when it is. A group of one has no
+//! peer to keep talking to, and its consensus thread syncs itself.
 //!
 //! Trimming the log after a snapshot waits there for the sync of the hard
 //! state it rewrote, then runs on a thread of its own: unlinking segments
