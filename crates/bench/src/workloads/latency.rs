@@ -2,9 +2,12 @@
 //! deletes N znodes, one request at a time — the latency of a single
 //! request with nothing queued before it (the ZooKeeper paper's latency
 //! table, and the latency CDF of the ConCoord comparison). Beside them,
-//! the data disk's own fdatasync time, the floor under a durable write.
+//! the floors under them measured in the same run: the data disk's own
+//! fdatasync time under a durable write, and a loopback round trip
+//! between two threads that do nothing else under every answer.
 
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Instant;
 
@@ -72,6 +75,16 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
         );
     }
     load::close_all(clients).await;
+    let answer_bytes = args.value_size + GET_DATA_ANSWER_OVERHEAD_BYTES;
+    let round_trips =
+        tokio::task::block_in_place(|| time_loopback(args.ops.min(10_000), answer_bytes))
+            .context("timing loopback round trips")?;
+    m.rows.push(Row::new("loopback").latencies(&round_trips));
+    m.notes.push(format!(
+        "loopback: a {LOOPBACK_REQUEST_BYTES}-byte request answered with {answer_bytes} bytes \
+         (a getData of this run's values) over loopback TCP, by a thread that does nothing \
+         else: the least any server answers a read in on this machine"
+    ));
     if let Some(dir) = deployment.data_dir() {
         let syncs = tokio::task::block_in_place(|| time_fdatasync(&dir, args.ops.min(1000)))
             .with_context(|| format!("timing fdatasync in {}", dir.display()))?;
@@ -101,8 +114,53 @@ fn time_fdatasync(dir: &Path, count: usize) -> std::io::Result<Latencies> {
     Ok(latencies)
 }
 
+/// A getData request of a short path, with its frame length.
+const LOOPBACK_REQUEST_BYTES: usize = 40;
+/// A getData answer's bytes besides the data: frame length, reply header,
+/// data length and stat.
+const GET_DATA_ANSWER_OVERHEAD_BYTES: usize = 4 + 16 + 4 + 68;
+
+/// Round trips to a blocking echo of fixed-size frames on another thread:
+/// both sides woken by the network alone, as a server's reader is.
+fn time_loopback(count: usize, answer_bytes: usize) -> std::io::Result<Latencies> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let address = listener.local_addr()?;
+    let server = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut socket, _) = listener.accept()?;
+        socket.set_nodelay(true)?;
+        let mut request = [0u8; LOOPBACK_REQUEST_BYTES];
+        let answer = vec![0u8; answer_bytes];
+        while socket.read_exact(&mut request).is_ok() {
+            socket.write_all(&answer)?;
+        }
+        Ok(())
+    });
+    let mut socket = TcpStream::connect(address)?;
+    socket.set_nodelay(true)?;
+    let request = [0u8; LOOPBACK_REQUEST_BYTES];
+    let mut answer = vec![0u8; answer_bytes];
+    let mut latencies = Latencies::default();
+    for _ in 0..count {
+        let started = Instant::now();
+        socket.write_all(&request)?;
+        socket.read_exact(&mut answer)?;
+        latencies.record(started.elapsed());
+    }
+    drop(socket);
+    server
+        .join()
+        .map_err(|_| std::io::Error::other("the loopback echo thread panicked"))??;
+    Ok(latencies)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn loopback_is_timed_once_per_round_trip() {
+        let round_trips = super::time_loopback(5, 1116).unwrap();
+        assert_eq!(round_trips.count(), 5);
+    }
+
     #[test]
     fn fdatasync_is_timed_once_per_record() {
         let dir = tempfile::tempdir().unwrap();
