@@ -234,6 +234,16 @@ def test_pipelined_requests_are_answered_in_order(server, raw_factory, root):
     assert replies == sorted(replies)
 
 
+def test_pipelined_reads_see_the_writes_before_them_and_none_after(server, zk, raw_factory, root):
+    """Reads sent between a session's writes, all in one socket write,
+    each show exactly the writes sent before them, and watch events fall
+    between the read that set them and the reply of the write that fired
+    them."""
+    from pipelining import check_reads_between_writes
+    zk.create(f"{root}/n", b"")
+    check_reads_between_writes(raw_factory(server), f"{root}/n")
+
+
 def test_restart_preserves_tree_stats_and_acls(server_factory, kazoo_factory):
     """Snapshots plus log replay give back exactly the same tree."""
     from kazoo.security import make_acl, make_digest_acl

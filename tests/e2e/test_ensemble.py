@@ -424,6 +424,19 @@ def test_sequential_nodes_through_different_servers_are_unique_and_increasing(en
     ens.assert_trees_identical(root=root)
 
 
+def test_pipelined_reads_through_each_server_see_the_writes_before_them_and_none_after(
+        ens, root, raws):
+    """As in test_crud, on the leader and on each follower, whose writes go
+    through the leader and come back to be applied."""
+    from pipelining import check_reads_between_writes
+    for m in ens.members:
+        path = f"{root}/n{m.id}"
+        ens.client(m).create(path, b"")
+        raw = RawClient(m.host, m.port)
+        raws.append(raw)
+        check_reads_between_writes(raw, path)
+
+
 def test_multi_through_a_follower(ens, root):
     follower = ens.followers()[0]
     c = ens.client(follower)

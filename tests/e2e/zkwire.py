@@ -506,9 +506,14 @@ class RawClient:
     def submit_all(self, op: int, bodies: list) -> list:
         """Sends one request per body in a single write, so that they reach
         the server together; returns their xids."""
-        xids = [self.next_xid() for _ in bodies]
+        return self.submit_requests([(op, body) for body in bodies])
+
+    def submit_requests(self, requests: list) -> list:
+        """Sends (op, body) requests in a single write, so that they reach
+        the server together; returns their xids."""
+        xids = [self.next_xid() for _ in requests]
         payload = b"".join(frame(request_header(xid, op) + body)
-                           for xid, body in zip(xids, bodies))
+                           for xid, (op, body) in zip(xids, requests))
         with self._lock:
             self.sock.sendall(payload)
         return xids

@@ -5,7 +5,9 @@
 //! section that also moves the applied zxid and queues the watch events of
 //! its triggers; the proposers' waiters are completed after the batch. A
 //! client therefore receives a watch event before the reply (or any later
-//! read) that shows the change, ZooKeeper's ordering guarantee.
+//! read) that shows the change, ZooKeeper's ordering guarantee. The reads a
+//! session sent after a write, before its next, are answered right after
+//! that write is applied, before the next txn (see `session_order`).
 //!
 //! In place, because a tree shared with a clone pays for every write: the
 //! first change to each node of a persistent map copies it (a B-tree node
@@ -27,9 +29,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use consensus::{Applying, CommittedEntry, Membership, SnapshotMeta, Snapshots};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
+use crate::pipeline;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 
@@ -159,7 +162,7 @@ impl ApplyLoop {
     }
 
     fn apply_batch(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Result<(), ApplyError> {
-        let mut replies: Vec<(Waiter, Committed)> = Vec::new();
+        let mut replies: Vec<(oneshot::Sender<Committed>, Committed)> = Vec::new();
         let mut closed_sessions: Vec<i64> = Vec::new();
         let mut last = None;
         for entry in batch {
@@ -187,7 +190,22 @@ impl ApplyLoop {
             self.track_session(&txn, &outcome, &mut closed_sessions);
             if let Some(waiter) = entry.waiter {
                 self.shared.quota_report.report(&quota_breaches);
-                replies.push((waiter, Committed { zxid, outcome }));
+                // Before the next txn: the reads held behind this write see
+                // it and none of their session's later writes.
+                let reads = waiter.gate.as_ref().map_or_else(Vec::new, |gate| {
+                    gate.pass()
+                        .into_iter()
+                        .map(|read| pipeline::answer_held(&self.shared, read))
+                        .collect()
+                });
+                replies.push((
+                    waiter.reply,
+                    Committed {
+                        zxid,
+                        outcome,
+                        reads,
+                    },
+                ));
             }
         }
         let Some((last_index, last_term)) = last else {

@@ -25,11 +25,12 @@ use tokio_util::sync::CancellationToken;
 use tree::{Outcome, TxnOp};
 
 use crate::audit::AuditedWrite;
-use crate::pipeline::{self, Proposal, SessionContext, Step};
+use crate::pipeline::{self, HeldAnswer, HeldRead, Proposal, SessionContext, Step};
 use crate::reply;
-use crate::session_order::{self, EventOrder, Propose, SessionOrder};
+use crate::session_order::{self, Barrier, EventOrder, Propose, SessionOrder};
 use crate::shared::{
-    next_connection_id, now_ms, stamped_txn, ConnectionHandle, QueuedEvent, Shared,
+    next_connection_id, now_ms, stamped_txn, ConnectionHandle, QueuedEvent, ReadGate, Shared,
+    WatchEvent,
 };
 use crate::throttle::{Admission, ConnectionKind, InProcess};
 
@@ -518,6 +519,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     let max_frame = shared.config.jute_max_buffer;
     let mut sasl = crate::sasl::SaslExchange::default();
     let mut arrived = Instant::now();
+    let mut latest = Barrier::None;
     loop {
         // globalOutstandingLimit: a connection with requests in process is
         // not read while the server has too many.
@@ -555,7 +557,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let step = pipeline::malformed(shared, &session, header.xid, header.op);
-                let step = schedule(conn, &session, step);
+                let Some(step) = schedule(conn, &session, &mut latest, &mut None, step) else {
+                    continue;
+                };
                 if steps.send(step.into()).await.is_err() {
                     return Ok(());
                 }
@@ -602,7 +606,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             },
         };
-        let step = match schedule(conn, &session, step) {
+        let Some(step) = schedule(conn, &session, &mut latest, &mut in_process, step) else {
+            continue;
+        };
+        let step = match step {
             Step::Answered { bytes, number, .. } => {
                 let size = bytes.len().clamp(1, ANSWER_BYTES_QUEUED_MAX) as u32;
                 let Ok(budget) = conn.answer_budget.clone().acquire_many_owned(size).await else {
@@ -673,21 +680,30 @@ async fn admit(
 }
 
 /// Runs a step now when the session's order allows it, else leaves it for
-/// the writer (see `session_order`).
-fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
-    match step {
+/// the writer (see `session_order`); `None` when a read is held behind a
+/// write, to be answered with it. `latest` is the session's latest write
+/// or sync, which this keeps up to date; a read held takes `in_process`.
+fn schedule(
+    conn: &Connection,
+    session: &SessionContext,
+    latest: &mut Barrier<HeldRead>,
+    in_process: &mut Option<InProcess>,
+    step: Step,
+) -> Option<Step> {
+    let step = match step {
         Step::Write {
             xid,
             op,
             shape,
-            proposal,
+            proposal: Proposal::Pending(txn, _),
             received,
             audit,
         } => {
-            let when = conn.order.write_arrived();
-            let proposal = match when {
-                Propose::Now => Proposal::Made(proposal.make(&conn.shared)),
-                _ => proposal,
+            let gate = Arc::new(ReadGate::default());
+            *latest = Barrier::Write(gate.clone());
+            let proposal = match conn.order.write_arrived() {
+                Propose::Now => Proposal::Made(conn.shared.propose_holding(&txn, Some(gate))),
+                Propose::InTurn => Proposal::Pending(txn, Some(gate)),
             };
             Step::Write {
                 xid,
@@ -698,30 +714,55 @@ fn schedule(conn: &Connection, session: &SessionContext, step: Step) -> Step {
                 audit,
             }
         }
-        Step::Read { xid, request, auth } => match conn.order.read_arrived() {
-            session_order::Answer::Now => {
-                let (bytes, number) = answer_read(conn, session, &auth, xid, request);
-                Step::Answered {
-                    bytes,
-                    number,
-                    _budget: None,
-                }
-            }
-            session_order::Answer::InTurn => Step::Read { xid, request, auth },
-        },
-        Step::Sync { .. } => {
+        // A reconfig is decided by the leader before it is a txn, and its
+        // answer is not the apply loop's: it waits for the reads before
+        // it, and the reads after it wait for it, as for a sync.
+        Step::Write { .. } | Step::Sync { .. } => {
             conn.order.sync_arrived();
+            *latest = Barrier::Sync;
             step
         }
+        Step::Read { xid, request, auth } => {
+            let read = HeldRead {
+                xid,
+                request,
+                auth,
+                session: session.clone(),
+                handle: conn.handle.clone(),
+                in_process: in_process.take(),
+            };
+            match conn.order.read_arrived(read, latest) {
+                session_order::Answer::Now(read) => {
+                    *in_process = read.in_process;
+                    let (bytes, number) =
+                        answer_read(conn, session, &read.auth, read.xid, read.request);
+                    Step::Answered {
+                        bytes,
+                        number,
+                        _budget: None,
+                    }
+                }
+                session_order::Answer::InTurn(read) => {
+                    *in_process = read.in_process;
+                    Step::Read {
+                        xid: read.xid,
+                        request: read.request,
+                        auth: read.auth,
+                    }
+                }
+                session_order::Answer::Held => return None,
+            }
+        }
         other => other,
-    }
+    };
+    Some(step)
 }
 
 /// A read's reply, preceded by any events `setWatches` owes the client.
 fn answer_read(
     conn: &Connection,
     session: &SessionContext,
-    auth: &[Id],
+    auth: &Arc<Vec<Id>>,
     xid: i32,
     request: Request,
 ) -> (Bytes, u64) {
@@ -738,18 +779,32 @@ fn answer_read(
         &mut fired,
         &conn.handle.answers_built,
     );
+    let answer = answer.into_frame();
     let latency = started.elapsed();
     shared.stats.read_latency.record(latency);
     record_activity(conn, op, xid, shared.last_zxid(), latency);
+    (with_events_before(&fired, answer), number)
+}
+
+/// A read the apply loop answered after the write it was held behind.
+fn finish_held_answer(conn: &Connection, held: HeldAnswer) -> (Bytes, u64) {
+    let shared = &*conn.shared;
+    shared.stats.read_latency.record(held.took);
+    record_activity(conn, held.op, held.xid, shared.last_zxid(), held.took);
+    let answer = held.answer.into_frame();
+    (with_events_before(&held.fired, answer), held.number)
+}
+
+fn with_events_before(fired: &[WatchEvent], answer: Bytes) -> Bytes {
     if fired.is_empty() {
-        return (answer, number);
+        return answer;
     }
     let mut out = BytesMut::new();
-    for event in &fired {
+    for event in fired {
         reply::event(&mut out, event);
     }
     out.extend_from_slice(&answer);
-    (out.freeze(), number)
+    out.freeze()
 }
 
 /// One SASL packet, as ZooKeeper's `processSasl` answers it: a null token
@@ -848,7 +903,8 @@ async fn await_sync(
 }
 
 enum WriteAnswer {
-    Reply(Bytes),
+    /// The reply, and the answers to the reads held behind the write.
+    Reply(Bytes, Vec<HeldAnswer>),
     /// The proposal was lost: close, so the client sees ConnectionLoss and
     /// retries elsewhere.
     Lost,
@@ -863,6 +919,28 @@ struct PendingWrite<'a> {
     shape: &'a pipeline::ReplyShape,
     received: Instant,
     audit: Option<&'a AuditedWrite>,
+}
+
+/// Puts `answer` (read answer number `read`, or any other reply) in `out`
+/// with the events that go right before and right after it; returns the
+/// frames put.
+fn place(
+    out: &mut BytesMut,
+    event_order: &mut EventOrder,
+    read: Option<u64>,
+    answer: &[u8],
+) -> u64 {
+    let mut frames = 1;
+    for event in event_order.before(read) {
+        reply::event(out, &event);
+        frames += 1;
+    }
+    out.extend_from_slice(answer);
+    for event in event_order.after(read) {
+        reply::event(out, &event);
+        frames += 1;
+    }
+    frames
 }
 
 async fn await_write(
@@ -887,14 +965,15 @@ async fn await_write(
         _ = conn.token.cancelled() => return WriteAnswer::Cancelled,
     };
     match committed {
-        Ok(committed) => {
+        Ok(mut committed) => {
             let latency = received.elapsed();
             conn.shared.stats.update_latency.record(latency);
             record_activity(conn, op, xid, committed.zxid, latency);
             if let Some(audit) = audit {
                 audit.log(conn.handle.remote.ip(), &committed.outcome);
             }
-            WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed))
+            let reads = std::mem::take(&mut committed.reads);
+            WriteAnswer::Reply(pipeline::write_reply(xid, shape, committed), reads)
         }
         Err(_) => WriteAnswer::Lost,
     }
@@ -940,6 +1019,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 // leaves the count once its answer is queued.
                 let Some(Queued { step, _in_process }) = queued else { break };
                 let mut read = None;
+                let mut held = Vec::new();
                 let answer = match step {
                     Step::Reply(bytes) => Some(bytes),
                     Step::Answered { bytes, number, .. } => {
@@ -955,19 +1035,25 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                         None
                     }
                     Step::Write { xid, op, shape, proposal, received, audit } => {
+                        let reconfig = matches!(proposal, Proposal::Reconfig(_));
                         let committed = proposal.make(&conn.shared);
                         let write = PendingWrite { xid, op, shape: &shape, received, audit: audit.as_ref() };
                         let answer = await_write(&conn, write, committed).await;
-                        order.write_finished();
+                        if reconfig {
+                            order.sync_finished();
+                        }
                         match answer {
-                            WriteAnswer::Reply(bytes) => Some(bytes),
+                            WriteAnswer::Reply(bytes, reads) => {
+                                held = reads;
+                                Some(bytes)
+                            }
                             WriteAnswer::Lost => { close = true; None }
                             WriteAnswer::Cancelled => break,
                         }
                     }
                     Step::Sync { xid, path, read_index } => {
                         let synced = await_sync(shared, token, read_index).await;
-                        order.write_finished();
+                        order.sync_finished();
                         match synced {
                             SyncAnswer::Synced => Some(pipeline::sync_reply(shared, xid, path)),
                             SyncAnswer::Lost => { close = true; None }
@@ -985,15 +1071,10 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     while let Ok(queued) = events.try_recv() {
                         event_order.hold(queued);
                     }
-                    for event in event_order.before(read) {
-                        reply::event(&mut out, &event);
-                        frames_out += 1;
-                    }
-                    out.extend_from_slice(&answer);
-                    frames_out += 1;
-                    for event in event_order.after(read) {
-                        reply::event(&mut out, &event);
-                        frames_out += 1;
+                    frames_out += place(&mut out, &mut event_order, read, &answer);
+                    for held in held {
+                        let (answer, number) = finish_held_answer(&conn, held);
+                        frames_out += place(&mut out, &mut event_order, Some(number), &answer);
                     }
                 }
             }
@@ -1040,11 +1121,15 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 audit,
                 ..
             } => {
-                if let Ok(committed) = committed.try_recv() {
+                if let Ok(mut committed) = committed.try_recv() {
                     if let Some(audit) = &audit {
                         audit.log(conn.handle.remote.ip(), &committed.outcome);
                     }
+                    let reads = std::mem::take(&mut committed.reads);
                     out.extend_from_slice(&pipeline::write_reply(xid, &shape, committed));
+                    for held in reads {
+                        out.extend_from_slice(&finish_held_answer(&conn, held).0);
+                    }
                 }
             }
             Step::Write { .. } | Step::Read { .. } | Step::Sync { .. } | Step::Close => break,

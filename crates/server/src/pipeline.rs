@@ -13,13 +13,14 @@
 //!    loop holds while it publishes a version and fires its triggers.
 //!
 //! Writes are stamped here with what must be decided once — time, the
-//! session, its auth ids — and proposed at once; reads wait their turn and
-//! are answered from the newest local version, which by then includes the
-//! session's own earlier writes.
+//! session, its auth ids — and proposed at once; a read is answered from
+//! the newest local version once it includes the session's own earlier
+//! writes: at once, or by the apply loop right after the write it came
+//! behind (`answer_held`), or by the writer in its turn after a sync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use jute::{
@@ -34,7 +35,8 @@ use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::audit::AuditedWrite;
 use crate::reply;
-use crate::shared::{Committed, Published, Shared, WatchEvent};
+use crate::shared::{Committed, ConnectionHandle, Published, ReadGate, Shared, WatchEvent};
+use crate::throttle::InProcess;
 use crate::watch::{ConnectionId, WatchKind};
 
 /// Bytes of child names in one page of Paddock's paginated getChildren,
@@ -89,7 +91,9 @@ pub enum Step {
 /// earlier read of the session is still waiting, which must not see it;
 /// then it is proposed when its turn comes.
 pub enum Proposal {
-    Pending(Txn),
+    /// With the gate the session's later reads wait at, once the
+    /// connection has given it one.
+    Pending(Txn, Option<Arc<ReadGate>>),
     /// A reconfig, which the leader checks before it can be a txn.
     Reconfig(Box<crate::reconfig::Ask>),
     Made(oneshot::Receiver<Committed>),
@@ -99,7 +103,7 @@ impl Proposal {
     /// Proposes it, unless it already is.
     pub fn make(self, shared: &Arc<Shared>) -> oneshot::Receiver<Committed> {
         match self {
-            Proposal::Pending(txn) => shared.propose(&txn),
+            Proposal::Pending(txn, gate) => shared.propose_holding(&txn, gate),
             Proposal::Reconfig(ask) => crate::reconfig::propose(shared, *ask),
             Proposal::Made(committed) => committed,
         }
@@ -123,6 +127,7 @@ pub enum ReplyShape {
 }
 
 /// The session a connection serves, as the pipeline needs it.
+#[derive(Clone)]
 pub struct SessionContext {
     pub connection: ConnectionId,
     pub session_id: i64,
@@ -175,7 +180,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             enforce_quota: shared.config.enforce_quota,
             ..crate::shared::stamped_txn(session.session_id, op)
         };
-        propose(Proposal::Pending(txn), shape)
+        propose(Proposal::Pending(txn, None), shape)
     };
     // A write refused before proposing still goes through the log, as
     // ZooKeeper's error txn does: it takes a zxid and keeps its place
@@ -331,7 +336,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         xid,
         op,
         shape: ReplyShape::Empty,
-        proposal: Proposal::Pending(txn),
+        proposal: Proposal::Pending(txn, None),
         received: Instant::now(),
         audit: None,
     }
@@ -546,6 +551,97 @@ fn multi_results(
         .collect()
 }
 
+/// A read held behind a write of its session, for the apply loop to
+/// answer right after it applies the write (see `session_order`).
+pub struct HeldRead {
+    pub xid: i32,
+    pub request: Request,
+    pub auth: Arc<Vec<Id>>,
+    pub session: SessionContext,
+    pub handle: Arc<ConnectionHandle>,
+    /// Counted in process until its answer is queued.
+    pub in_process: Option<InProcess>,
+}
+
+/// A held read's answer, on its way to the connection with its write's
+/// outcome.
+pub struct HeldAnswer {
+    pub xid: i32,
+    pub op: i32,
+    pub answer: ReadAnswer,
+    pub number: u64,
+    /// Events a `setWatches` owes the client, to go before the answer.
+    pub fired: Vec<WatchEvent>,
+    /// How long building it held the apply loop.
+    pub took: Duration,
+    /// Counted in process until its answer is queued.
+    pub _in_process: Option<InProcess>,
+}
+
+/// Answers a held read (apply loop). What is costly to encode is left to
+/// the connection's writer (`ReadAnswer::into_frame`).
+pub fn answer_held(shared: &Shared, read: HeldRead) -> HeldAnswer {
+    let started = Instant::now();
+    let op = read.request.op_code();
+    let mut fired = Vec::new();
+    let (answer, number) = answer_read(
+        shared,
+        &read.session,
+        &read.auth,
+        read.xid,
+        read.request,
+        &mut fired,
+        &read.handle.answers_built,
+    );
+    HeldAnswer {
+        xid: read.xid,
+        op,
+        answer,
+        number,
+        fired,
+        took: started.elapsed(),
+        _in_process: read.in_process,
+    }
+}
+
+/// A read's answer as built under the published lock. The parts that take
+/// long to encode are encoded once the lock is released, by whoever sends
+/// it: for a node of millions of children that takes seconds, in which
+/// the apply loop and every other reader would otherwise wait.
+pub enum ReadAnswer {
+    Frame(Bytes),
+    Children(ChildrenAnswer),
+    /// getAllChildrenNumber walks the whole subtree: on an O(1) clone.
+    Count {
+        tree: DataTree,
+        zxid: i64,
+        xid: i32,
+        path: String,
+        auth: Arc<Vec<Id>>,
+    },
+}
+
+impl ReadAnswer {
+    pub fn into_frame(self) -> Bytes {
+        match self {
+            ReadAnswer::Frame(frame) => frame,
+            ReadAnswer::Children(children) => children.into_frame(),
+            ReadAnswer::Count {
+                tree,
+                zxid,
+                xid,
+                path,
+                auth,
+            } => match tree.all_children_number(&path, &auth) {
+                Ok(total_number) => {
+                    reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
+                }
+                Err(err) => reply::header_only(xid, zxid, err),
+            },
+        }
+    }
+}
+
 /// Answers a read from the newest applied version, registering its watch
 /// in the same critical section, and numbers the answer there (see
 /// `session_order`). `fired` collects events a `setWatches` owes the client
@@ -553,46 +649,47 @@ fn multi_results(
 pub fn answer_read(
     shared: &Shared,
     session: &SessionContext,
-    auth: &[Id],
+    auth: &Arc<Vec<Id>>,
     xid: i32,
     request: Request,
     fired: &mut Vec<WatchEvent>,
     answers_built: &AtomicU64,
-) -> (Bytes, u64) {
+) -> (ReadAnswer, u64) {
     let mut published = shared.published();
     let number = answers_built.fetch_add(1, Ordering::AcqRel) + 1;
     let answer = match request {
-        Request::GetChildren(req) => list_children(&mut published, session, auth, xid, req, false),
-        Request::GetChildren2(req) => list_children(&mut published, session, auth, xid, req, true),
-        Request::GetAllChildrenNumber(req) => {
-            // The count walks the whole subtree: on an O(1) clone, so the
-            // apply loop and other readers do not wait for it.
-            let (tree, zxid) = (published.tree.clone(), published.last_zxid);
-            drop(published);
-            let frame = match tree.all_children_number(&req.path, auth) {
-                Ok(total_number) => {
-                    reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
-                }
-                Err(err) => reply::header_only(xid, zxid, err),
-            };
-            return (frame, number);
+        Request::GetChildren(req) => ReadAnswer::Children(list_children(
+            &mut published,
+            session,
+            auth,
+            xid,
+            req,
+            false,
+        )),
+        Request::GetChildren2(req) => {
+            ReadAnswer::Children(list_children(&mut published, session, auth, xid, req, true))
         }
-        request => {
-            return (
-                answer_locked(&mut published, session, auth, xid, request, fired),
-                number,
-            )
-        }
+        Request::GetAllChildrenNumber(req) => ReadAnswer::Count {
+            tree: published.tree.clone(),
+            zxid: published.last_zxid,
+            xid,
+            path: req.path,
+            auth: auth.clone(),
+        },
+        request => ReadAnswer::Frame(answer_locked(
+            &mut published,
+            session,
+            auth,
+            xid,
+            request,
+            fired,
+        )),
     };
-    // The names are encoded once the tree is released: for a node of
-    // millions of children that takes seconds, in which the apply loop and
-    // every other reader would otherwise wait.
-    drop(published);
-    (answer.into_frame(), number)
+    (answer, number)
 }
 
 /// A getChildren answer, encoded after the published lock is released.
-enum ChildrenAnswer {
+pub enum ChildrenAnswer {
     Listed {
         xid: i32,
         zxid: i64,

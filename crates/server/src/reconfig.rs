@@ -124,7 +124,8 @@ async fn lead(shared: &Shared, ask: Ask) -> Option<Result<i64, ErrorCode>> {
     };
     let mut entry = BytesMut::new();
     txn.encode(&mut entry);
-    let (waiter, committed) = oneshot::channel();
+    let (reply, committed) = oneshot::channel();
+    let waiter = crate::shared::Waiter { reply, gate: None };
     let target = consensus::Membership::new(
         servers
             .iter()
@@ -245,6 +246,7 @@ async fn applied_config(shared: &Shared, zxid: i64) -> Option<Committed> {
             config: config.unwrap_or_default(),
             stat,
         },
+        reads: Vec::new(),
     })
 }
 

@@ -18,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::config::ServerConfig;
+use crate::pipeline::{HeldAnswer, HeldRead};
 use crate::session::{SessionIds, SessionTracker};
+use crate::session_order::WriteGate;
 use crate::stats::Stats;
 use crate::watch::{ConnectionId, WatchRegistry};
 
@@ -27,10 +29,20 @@ pub struct Committed {
     /// The txn's log index.
     pub zxid: i64,
     pub outcome: Outcome,
+    /// The answers to the session's reads held behind it, in order.
+    pub reads: Vec<HeldAnswer>,
 }
 
 /// Completed by the apply loop; dropped if the proposal is lost.
-pub type Waiter = oneshot::Sender<Committed>;
+pub struct Waiter {
+    pub reply: oneshot::Sender<Committed>,
+    /// Where the session's reads that came after this write wait for it
+    /// (see `session_order`); none for a write no session waits on.
+    pub gate: Option<Arc<ReadGate>>,
+}
+
+/// The reads of a session held behind one of its writes.
+pub type ReadGate = WriteGate<HeldRead>;
 
 pub struct Published {
     pub tree: DataTree,
@@ -186,12 +198,22 @@ impl Shared {
     /// Proposes an encoded txn; the receiver resolves when it is applied,
     /// or errs if the proposal was lost.
     pub fn propose(&self, txn: &tree::Txn) -> oneshot::Receiver<Committed> {
+        self.propose_holding(txn, None)
+    }
+
+    /// Proposes an encoded txn whose session's later reads wait at `gate`
+    /// until the apply loop has applied it and answers them.
+    pub fn propose_holding(
+        &self,
+        txn: &tree::Txn,
+        gate: Option<Arc<ReadGate>>,
+    ) -> oneshot::Receiver<Committed> {
         let mut buf = bytes::BytesMut::new();
         txn.encode(&mut buf);
-        let (waiter, committed) = oneshot::channel();
+        let (reply, committed) = oneshot::channel();
         // A stopped consensus drops the waiter: the caller sees a lost
         // request and closes its connection, and the server is stopping.
-        let _ = self.consensus.propose(buf.to_vec(), waiter);
+        let _ = self.consensus.propose(buf.to_vec(), Waiter { reply, gate });
         committed
     }
 

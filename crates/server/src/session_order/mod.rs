@@ -8,12 +8,15 @@
 //!    completes the steps in that order.
 //! 2. *A read sees the session's earlier writes and none of its later
 //!    ones, and the session's zxids never go backwards.* [`SessionOrder`]
-//!    lets a read be answered by the reader at once only when nothing of
-//!    the session before it is unfinished; otherwise it waits its turn at
-//!    the writer. A write is proposed by the reader at once only when no
-//!    earlier read is waiting (that read must not see it); otherwise the
-//!    writer proposes it in its turn. A sync counts as a write: later
-//!    reads wait for it.
+//!    decides. A read that comes after a write not yet applied is held at
+//!    that write's [`WriteGate`], and the apply loop answers it right
+//!    after it applies the write, before any later txn: it sees the write
+//!    and none of the session's later ones, which may therefore be
+//!    proposed at once (ZooKeeper's CommitProcessor gets the same by
+//!    applying no commit while a read is in flight). A read after a sync
+//!    waits its turn at the writer, and so does every read after it; a
+//!    write after such a waiting read is proposed by the writer once the
+//!    read is answered. Any other read is answered by the reader at once.
 //! 3. *A watch event never overtakes the answer that set the watch, and an
 //!    answer that may show a change never overtakes the change's event.*
 //!    Read answers are numbered under the lock the apply loop fires
@@ -24,6 +27,7 @@
 mod events;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 pub use events::EventOrder;
 
@@ -33,7 +37,7 @@ pub use events::EventOrder;
 /// more cautious than it needed to be, never less.
 #[derive(Default)]
 pub struct SessionOrder {
-    writes_unfinished: AtomicUsize,
+    syncs_unfinished: AtomicUsize,
     reads_waiting: AtomicUsize,
 }
 
@@ -46,19 +50,69 @@ pub enum Propose {
     InTurn,
 }
 
-/// When a read that has just arrived is answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
-    /// By the reader, now.
-    Now,
-    /// By the writer, after everything of the session before it.
-    InTurn,
+/// Who answers a read that has just arrived, and when.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer<R> {
+    /// The reader, now.
+    Now(R),
+    /// The writer, after everything of the session before it.
+    InTurn(R),
+    /// The apply loop, right after the write it is held behind.
+    Held,
+}
+
+/// The session's latest write or sync, as the reader last met one: what a
+/// read that arrives now must come after. The reader keeps it.
+pub enum Barrier<R> {
+    None,
+    Sync,
+    Write(Arc<WriteGate<R>>),
+}
+
+/// The reads held behind one write. The reader holds them while the write
+/// is not applied; the apply loop takes them once it has applied it
+/// ([`WriteGate::pass`]), and a read arriving later is answered at once.
+pub struct WriteGate<R> {
+    held: Mutex<Option<Vec<R>>>,
+}
+
+impl<R> Default for WriteGate<R> {
+    fn default() -> Self {
+        Self {
+            held: Mutex::new(Some(Vec::new())),
+        }
+    }
+}
+
+impl<R> WriteGate<R> {
+    /// Holds `read` until the write is applied; gives it back if it
+    /// already is.
+    pub fn hold(&self, read: R) -> Result<(), R> {
+        match self.held.lock().expect("write gate poisoned").as_mut() {
+            Some(held) => {
+                held.push(read);
+                Ok(())
+            }
+            None => Err(read),
+        }
+    }
+
+    /// The write is applied (apply loop): the reads held behind it, in
+    /// arrival order, to answer before anything else is applied.
+    pub fn pass(&self) -> Vec<R> {
+        self.held
+            .lock()
+            .expect("write gate poisoned")
+            .take()
+            .unwrap_or_default()
+    }
 }
 
 impl SessionOrder {
-    /// A write arrived (reader).
+    /// A write arrived (reader). Proposed at once unless a read waits at
+    /// the writer, which must not see it; reads held at a gate are
+    /// answered before it can be applied.
     pub fn write_arrived(&self) -> Propose {
-        self.writes_unfinished.fetch_add(1, Ordering::AcqRel);
         if self.reads_waiting.load(Ordering::Acquire) == 0 {
             Propose::Now
         } else {
@@ -66,28 +120,37 @@ impl SessionOrder {
         }
     }
 
-    /// A sync arrived (reader): later reads wait for it, as for a write.
+    /// A sync arrived (reader): later reads wait for it.
     pub fn sync_arrived(&self) {
-        self.writes_unfinished.fetch_add(1, Ordering::AcqRel);
+        self.syncs_unfinished.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A read arrived (reader). An earlier read answered after this one
-    /// would see newer data than it, and the session's zxids would go
-    /// backwards; so it is answered at once only with nothing before it
-    /// unfinished.
-    pub fn read_arrived(&self) -> Answer {
-        if self.writes_unfinished.load(Ordering::Acquire) == 0
-            && self.reads_waiting.load(Ordering::Acquire) == 0
-        {
-            return Answer::Now;
+    /// A read arrived (reader), after the session's `latest` write or
+    /// sync. An earlier read answered after this one would see newer data
+    /// than it, and the session's zxids would go backwards; so behind a
+    /// waiting read it waits too.
+    pub fn read_arrived<R>(&self, read: R, latest: &Barrier<R>) -> Answer<R> {
+        if self.reads_waiting.load(Ordering::Acquire) > 0 {
+            return self.wait(read);
         }
-        self.reads_waiting.fetch_add(1, Ordering::AcqRel);
-        Answer::InTurn
+        match latest {
+            Barrier::Write(gate) => match gate.hold(read) {
+                Ok(()) => Answer::Held,
+                Err(read) => Answer::Now(read),
+            },
+            Barrier::Sync if self.syncs_unfinished.load(Ordering::Acquire) > 0 => self.wait(read),
+            Barrier::Sync | Barrier::None => Answer::Now(read),
+        }
     }
 
-    /// A write or sync was answered, or given up (writer).
-    pub fn write_finished(&self) {
-        self.writes_unfinished.fetch_sub(1, Ordering::AcqRel);
+    fn wait<R>(&self, read: R) -> Answer<R> {
+        self.reads_waiting.fetch_add(1, Ordering::AcqRel);
+        Answer::InTurn(read)
+    }
+
+    /// A sync was answered, or given up (writer).
+    pub fn sync_finished(&self) {
+        self.syncs_unfinished.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// A read that waited its turn was answered (writer).
@@ -100,58 +163,86 @@ impl SessionOrder {
 mod tests {
     use super::*;
 
+    fn write(order: &SessionOrder) -> (Propose, Barrier<u32>, Arc<WriteGate<u32>>) {
+        let gate = Arc::new(WriteGate::default());
+        (order.write_arrived(), Barrier::Write(gate.clone()), gate)
+    }
+
     #[test]
     fn reads_alone_are_answered_at_once() {
         let order = SessionOrder::default();
-        assert_eq!(order.read_arrived(), Answer::Now);
-        assert_eq!(order.read_arrived(), Answer::Now);
+        assert_eq!(order.read_arrived(1, &Barrier::None), Answer::Now(1));
+        assert_eq!(order.read_arrived(2, &Barrier::None), Answer::Now(2));
     }
 
     #[test]
-    fn a_read_after_a_write_waits_for_it() {
+    fn reads_after_a_write_are_held_until_it_is_applied() {
         let order = SessionOrder::default();
-        assert_eq!(order.write_arrived(), Propose::Now);
-        assert_eq!(order.read_arrived(), Answer::InTurn);
-        order.write_finished();
-        // The waiting read is still ahead of a new one.
-        assert_eq!(order.read_arrived(), Answer::InTurn);
-        order.waiting_read_answered();
-        order.waiting_read_answered();
-        assert_eq!(order.read_arrived(), Answer::Now);
+        let (proposed, latest, gate) = write(&order);
+        assert_eq!(proposed, Propose::Now);
+        assert_eq!(order.read_arrived(1, &latest), Answer::Held);
+        assert_eq!(order.read_arrived(2, &latest), Answer::Held);
+        assert_eq!(gate.pass(), vec![1, 2], "in arrival order");
+        assert_eq!(
+            order.read_arrived(3, &latest),
+            Answer::Now(3),
+            "the write is applied: a later read sees it whoever answers"
+        );
+        assert!(gate.pass().is_empty());
     }
 
     #[test]
-    fn a_write_after_a_waiting_read_is_proposed_in_turn() {
+    fn a_write_after_held_reads_is_proposed_at_once() {
         let order = SessionOrder::default();
-        assert_eq!(order.write_arrived(), Propose::Now);
-        assert_eq!(order.read_arrived(), Answer::InTurn);
-        // Proposed now, it could be applied before the read is answered,
-        // which would then see it.
-        assert_eq!(order.write_arrived(), Propose::InTurn);
-        order.write_finished();
-        order.waiting_read_answered();
-        assert_eq!(order.write_arrived(), Propose::Now);
+        let (_, first, first_gate) = write(&order);
+        assert_eq!(order.read_arrived(1, &first), Answer::Held);
+        // The apply loop answers read 1 right after the first write, so
+        // it cannot see this one, however soon it is applied.
+        let (proposed, second, second_gate) = write(&order);
+        assert_eq!(proposed, Propose::Now);
+        assert_eq!(order.read_arrived(2, &second), Answer::Held);
+        assert_eq!(first_gate.pass(), vec![1]);
+        assert_eq!(second_gate.pass(), vec![2]);
     }
 
     #[test]
-    fn writes_pipeline_behind_writes() {
-        let order = SessionOrder::default();
-        for _ in 0..3 {
-            assert_eq!(order.write_arrived(), Propose::Now);
-        }
-        for _ in 0..2 {
-            order.write_finished();
-            assert_eq!(order.read_arrived(), Answer::InTurn);
-        }
-    }
-
-    #[test]
-    fn a_read_after_a_sync_waits_for_it() {
+    fn a_read_after_a_sync_waits_and_so_does_a_write_after_it() {
         let order = SessionOrder::default();
         order.sync_arrived();
-        assert_eq!(order.read_arrived(), Answer::InTurn);
-        order.write_finished();
+        assert_eq!(order.read_arrived(1, &Barrier::Sync), Answer::InTurn(1));
+        // Proposed now, it could be applied before the read is answered,
+        // which would then see it.
+        let (proposed, latest, _gate) = write(&order);
+        assert_eq!(proposed, Propose::InTurn);
+        assert_eq!(
+            order.read_arrived(2, &latest),
+            Answer::InTurn(2),
+            "behind a waiting read, whatever came between"
+        );
+        order.sync_finished();
         order.waiting_read_answered();
-        assert_eq!(order.read_arrived(), Answer::Now);
+        order.waiting_read_answered();
+        assert_eq!(order.write_arrived(), Propose::Now);
+    }
+
+    #[test]
+    fn a_read_after_a_finished_sync_is_answered_at_once() {
+        let order = SessionOrder::default();
+        order.sync_arrived();
+        order.sync_finished();
+        assert_eq!(order.read_arrived(1, &Barrier::Sync), Answer::Now(1));
+    }
+
+    #[test]
+    fn a_read_after_a_write_that_follows_a_sync_is_held_at_the_write() {
+        // The write is proposed after the sync asked for its read index,
+        // so it is applied past it: a read that sees the write is past
+        // the sync too.
+        let order = SessionOrder::default();
+        order.sync_arrived();
+        let (proposed, latest, gate) = write(&order);
+        assert_eq!(proposed, Propose::Now);
+        assert_eq!(order.read_arrived(1, &latest), Answer::Held);
+        assert_eq!(gate.pass(), vec![1]);
     }
 }
