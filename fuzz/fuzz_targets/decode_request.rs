@@ -8,8 +8,8 @@
 
 use bytes::BytesMut;
 use jute::{
-    decode_frame, four_letter_word, ConnectRequest, CreateMode, MultiOp, Reader, Record, Request,
-    RequestHeader, DEFAULT_MAX_FRAME_BYTES,
+    decode_frame, four_letter_word, ConnectRequest, CreateMode, MultiOp, Packet, Reader, Record,
+    Request, RequestHeader, DEFAULT_MAX_FRAME_BYTES,
 };
 use libfuzzer_sys::fuzz_target;
 
@@ -34,14 +34,14 @@ fuzz_target!(|data: &[u8]| {
         let Ok(header) = RequestHeader::decode(&mut r) else {
             continue;
         };
-        let Ok(request) = Request::decode(header.op, &mut r) else {
+        let Ok(packet) = Packet::decode(header.op, &mut r) else {
             continue;
         };
         let mut body = BytesMut::new();
-        request.encode(&mut body);
-        let again = Request::decode(request.op_code(), &mut Reader::new(body.freeze()));
-        if reencodes_unchanged(&request) {
-            assert_eq!(again, Ok(request));
+        packet.encode(&mut body);
+        let again = Packet::decode(packet.op_code(), &mut Reader::new(body.freeze()));
+        if reencodes_unchanged(&packet) {
+            assert_eq!(again, Ok(packet));
         }
     }
 });
@@ -50,9 +50,9 @@ fuzz_target!(|data: &[u8]| {
 /// plain create that keeps them (for the server to reject with
 /// BadArguments); a plain create with invalid flags does not decode, so that
 /// one case cannot round-trip.
-fn reencodes_unchanged(request: &Request) -> bool {
-    match request {
-        Request::Multi(ops) => ops.iter().all(|op| match op {
+fn reencodes_unchanged(packet: &Packet) -> bool {
+    match packet {
+        Packet::Request(Request::Multi(ops)) => ops.iter().all(|op| match op {
             MultiOp::Create { req, .. } => CreateMode::from_flags(req.flags).is_some(),
             _ => true,
         }),

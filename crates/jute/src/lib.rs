@@ -49,7 +49,7 @@ pub use multi::{
     MultiHeader, MultiOp, MultiReadRequest, MultiRequest, MultiResponse, MultiResult, ReadOp,
 };
 pub use opcode::{xid, OpCode};
-pub use request::Request;
+pub use request::{Packet, Request};
 pub use requests::{
     AddWatchRequest, AuthPacket, CheckVersionRequest, CheckWatchesRequest, CreateRequest,
     CreateTTLRequest, DeleteRequest, ExistsRequest, GetACLRequest, GetAllChildrenNumberRequest,

@@ -1,5 +1,10 @@
-//! One decoded client request: the opcode from the [`crate::RequestHeader`]
+//! One decoded client packet: the opcode from the [`crate::RequestHeader`]
 //! chooses the body record.
+//!
+//! A packet is either a [`Request`] of the session or one that changes who
+//! the connection is (`auth`, SASL), which ZooKeeper answers outside its
+//! request pipeline; [`Packet`] keeps the two apart, so a server's pipeline
+//! never meets the second kind.
 //!
 //! An opcode we do not know is [`Request::Unknown`], not an error, because
 //! ZooKeeper answers it at its xid with `Unimplemented` and keeps the
@@ -46,7 +51,6 @@ pub enum Request {
     MultiRead(Vec<ReadOp>),
     Sync(SyncRequest),
     Ping,
-    Auth(AuthPacket),
     SetWatches(SetWatches),
     SetWatches2(SetWatches2),
     AddWatch(AddWatchRequest),
@@ -56,18 +60,56 @@ pub enum Request {
     GetAllChildrenNumber(GetAllChildrenNumberRequest),
     WhoAmI,
     CloseSession,
-    Sasl(GetSASLRequest),
     Reconfig(ReconfigRequest),
     /// Any other opcode, including ones ZooKeeper reserves for itself
     /// (`notification`, `createSession`, `deleteContainer`, `error`).
     Unknown(i32),
 }
 
-impl Request {
+/// A client packet, by opcode: one that changes who the connection is, or
+/// a request of the session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Packet {
+    Auth(AuthPacket),
+    Sasl(GetSASLRequest),
+    Request(Request),
+}
+
+impl Packet {
     /// Decodes the body that followed a request header with opcode `op`.
     /// Bytes after the record are ignored, as ZooKeeper ignores them.
-    pub fn decode(op: i32, r: &mut Reader) -> Result<Request, DecodeError> {
-        let Some(code) = OpCode::from_code(op) else {
+    pub fn decode(op: i32, r: &mut Reader) -> Result<Packet, DecodeError> {
+        Ok(match OpCode::from_code(op) {
+            Some(OpCode::Auth) => Packet::Auth(AuthPacket::decode(r)?),
+            Some(OpCode::Sasl) => Packet::Sasl(GetSASLRequest::decode(r)?),
+            code => Packet::Request(Request::decode(op, code, r)?),
+        })
+    }
+
+    /// The opcode to put in the request header.
+    pub fn op_code(&self) -> i32 {
+        match self {
+            Packet::Auth(_) => OpCode::Auth.code(),
+            Packet::Sasl(_) => OpCode::Sasl.code(),
+            Packet::Request(request) => request.op_code(),
+        }
+    }
+
+    /// Encodes the body alone (the header is the caller's: it owns the xid).
+    pub fn encode(&self, buf: &mut BytesMut) {
+        match self {
+            Packet::Auth(packet) => packet.encode(buf),
+            Packet::Sasl(request) => request.encode(buf),
+            Packet::Request(request) => request.encode(buf),
+        }
+    }
+}
+
+impl Request {
+    /// Decodes the body of a request with opcode `op` (`code` if known),
+    /// neither auth nor SASL.
+    fn decode(op: i32, code: Option<OpCode>, r: &mut Reader) -> Result<Request, DecodeError> {
+        let Some(code) = code else {
             return Ok(Request::Unknown(op));
         };
         Ok(match code {
@@ -90,7 +132,6 @@ impl Request {
             OpCode::MultiRead => Request::MultiRead(MultiReadRequest::decode(r)?.0),
             OpCode::Sync => Request::Sync(SyncRequest::decode(r)?),
             OpCode::Ping => Request::Ping,
-            OpCode::Auth => Request::Auth(AuthPacket::decode(r)?),
             OpCode::SetWatches => Request::SetWatches(SetWatches::decode(r)?),
             OpCode::SetWatches2 => Request::SetWatches2(SetWatches2::decode(r)?),
             OpCode::AddWatch => Request::AddWatch(AddWatchRequest::decode(r)?),
@@ -102,12 +143,14 @@ impl Request {
             }
             OpCode::WhoAmI => Request::WhoAmI,
             OpCode::CloseSession => Request::CloseSession,
-            OpCode::Sasl => Request::Sasl(GetSASLRequest::decode(r)?),
             OpCode::Reconfig => Request::Reconfig(ReconfigRequest::decode(r)?),
             OpCode::Notification
             | OpCode::DeleteContainer
             | OpCode::CreateSession
-            | OpCode::Error => Request::Unknown(op),
+            | OpCode::Error
+            // `Packet::decode` takes these.
+            | OpCode::Auth
+            | OpCode::Sasl => Request::Unknown(op),
         })
     }
 
@@ -130,7 +173,6 @@ impl Request {
             Request::MultiRead(_) => OpCode::MultiRead,
             Request::Sync(_) => OpCode::Sync,
             Request::Ping => OpCode::Ping,
-            Request::Auth(_) => OpCode::Auth,
             Request::SetWatches(_) => OpCode::SetWatches,
             Request::SetWatches2(_) => OpCode::SetWatches2,
             Request::AddWatch(_) => OpCode::AddWatch,
@@ -140,7 +182,6 @@ impl Request {
             Request::GetAllChildrenNumber(_) => OpCode::GetAllChildrenNumber,
             Request::WhoAmI => OpCode::WhoAmI,
             Request::CloseSession => OpCode::CloseSession,
-            Request::Sasl(_) => OpCode::Sasl,
             Request::Reconfig(_) => OpCode::Reconfig,
             Request::Unknown(code) => return *code,
         };
@@ -166,14 +207,12 @@ impl Request {
             Request::Multi(ops) => MultiRequest::encode_ops(ops, buf),
             Request::MultiRead(ops) => MultiReadRequest::encode_ops(ops, buf),
             Request::Sync(req) => req.encode(buf),
-            Request::Auth(req) => req.encode(buf),
             Request::SetWatches(req) => req.encode(buf),
             Request::SetWatches2(req) => req.encode(buf),
             Request::AddWatch(req) => req.encode(buf),
             Request::RemoveWatches(req) | Request::CheckWatches(req) => req.encode(buf),
             Request::GetEphemerals(req) => req.encode(buf),
             Request::GetAllChildrenNumber(req) => req.encode(buf),
-            Request::Sasl(req) => req.encode(buf),
             Request::Reconfig(req) => req.encode(buf),
             Request::Ping | Request::WhoAmI | Request::CloseSession | Request::Unknown(_) => {}
         }
@@ -189,7 +228,14 @@ mod tests {
     use proptest::prelude::*;
 
     fn decode(op: i32, body: Bytes) -> Result<Request, DecodeError> {
-        Request::decode(op, &mut Reader::new(body))
+        match Packet::decode(op, &mut Reader::new(body))? {
+            Packet::Request(request) => Ok(request),
+            packet => panic!("{op} decoded as {packet:?}"),
+        }
+    }
+
+    fn decode_packet(op: i32, body: Bytes) -> Result<Packet, DecodeError> {
+        Packet::decode(op, &mut Reader::new(body))
     }
 
     #[test]
@@ -259,11 +305,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn requests_round_trip(req in arb_request()) {
+        fn packets_round_trip(packet in arb_packet()) {
             let mut buf = BytesMut::new();
-            req.encode(&mut buf);
-            let decoded = Request::decode(req.op_code(), &mut Reader::new(buf.freeze()));
-            prop_assert_eq!(decoded, Ok(req));
+            packet.encode(&mut buf);
+            let decoded = Packet::decode(packet.op_code(), &mut Reader::new(buf.freeze()));
+            prop_assert_eq!(decoded, Ok(packet));
         }
 
         #[test]
@@ -271,7 +317,7 @@ mod tests {
             op in prop_oneof![-12i32..=23, 99i32..=108, any::<i32>()],
             body in proptest::collection::vec(any::<u8>(), 0..128),
         ) {
-            let _ = decode(op, Bytes::from(body));
+            let _ = decode_packet(op, Bytes::from(body));
         }
 
         #[test]
@@ -280,13 +326,13 @@ mod tests {
         ) {
             let body = Bytes::from(body);
             for op in (-12..=23).chain(99..=108) {
-                if let Ok(req) = decode(op, body.clone()) {
+                if let Ok(packet) = decode_packet(op, body.clone()) {
                     // Whatever decodes must re-encode to itself, except the
                     // one lossy case documented in `multi`.
-                    if reencodes_unchanged(&req) {
+                    if reencodes_unchanged(&packet) {
                         let mut buf = BytesMut::new();
-                        req.encode(&mut buf);
-                        prop_assert_eq!(decode(req.op_code(), buf.freeze()), Ok(req));
+                        packet.encode(&mut buf);
+                        prop_assert_eq!(decode_packet(packet.op_code(), buf.freeze()), Ok(packet));
                     }
                 }
             }
@@ -295,9 +341,9 @@ mod tests {
 
     /// A `createTTL` multi op with invalid flags decodes as a plain create
     /// that keeps them, and a plain create with invalid flags is rejected.
-    fn reencodes_unchanged(req: &Request) -> bool {
-        match req {
-            Request::Multi(ops) => ops.iter().all(|op| match op {
+    fn reencodes_unchanged(packet: &Packet) -> bool {
+        match packet {
+            Packet::Request(Request::Multi(ops)) => ops.iter().all(|op| match op {
                 MultiOp::Create { req, .. } => crate::CreateMode::from_flags(req.flags).is_some(),
                 _ => true,
             }),

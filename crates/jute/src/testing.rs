@@ -12,7 +12,7 @@ use proptest::strategy::Union;
 use crate::codec::Record;
 use crate::multi::{MultiOp, MultiResponse, MultiResult, ReadOp};
 use crate::opcode::OpCode;
-use crate::request::Request;
+use crate::request::{Packet, Request};
 use crate::requests::*;
 use crate::responses::WhoAmIResponse;
 use crate::session::{ConnectRequest, ConnectResponse, WatcherEvent};
@@ -295,7 +295,7 @@ pub fn arb_multi_response() -> impl Strategy<Value = MultiResponse> {
 /// Opcodes that decode as [`Request::Unknown`].
 fn unknown_op() -> impl Strategy<Value = i32> {
     prop_oneof![Just(0), Just(20), Just(-10), Just(-1), any::<i32>()].prop_filter(
-        "a code Request::decode would decode as something else",
+        "a code Packet::decode would decode as something else",
         |code| {
             matches!(
                 OpCode::from_code(*code),
@@ -361,15 +361,6 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .prop_map(|path| Request::Sync(SyncRequest { path }))
             .boxed(),
         Just(Request::Ping).boxed(),
-        (any::<i32>(), arb_string(), arb_data())
-            .prop_map(|(auth_type, scheme, auth)| {
-                Request::Auth(AuthPacket {
-                    auth_type,
-                    scheme,
-                    auth,
-                })
-            })
-            .boxed(),
         arb_set_watches2()
             .prop_map(|w| {
                 Request::SetWatches(SetWatches {
@@ -402,11 +393,23 @@ pub fn arb_request() -> BoxedStrategy<Request> {
             .boxed(),
         Just(Request::WhoAmI).boxed(),
         Just(Request::CloseSession).boxed(),
-        proptest::option::of(arb_bytes())
-            .prop_map(|token| Request::Sasl(GetSASLRequest { token }))
-            .boxed(),
         arb_reconfig_request().prop_map(Request::Reconfig).boxed(),
         unknown_op().prop_map(Request::Unknown).boxed(),
     ])
+    .boxed()
+}
+
+pub fn arb_packet() -> BoxedStrategy<Packet> {
+    prop_oneof![
+        (any::<i32>(), arb_string(), arb_data()).prop_map(|(auth_type, scheme, auth)| {
+            Packet::Auth(AuthPacket {
+                auth_type,
+                scheme,
+                auth,
+            })
+        }),
+        proptest::option::of(arb_bytes()).prop_map(|token| Packet::Sasl(GetSASLRequest { token })),
+        arb_request().prop_map(Packet::Request),
+    ]
     .boxed()
 }

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use jute::{
-    ConnectRequest, ConnectResponse, ErrorCode, Id, OpCode, Reader, Record, Request, RequestHeader,
-    SetSASLResponse,
+    ConnectRequest, ConnectResponse, ErrorCode, Id, OpCode, Packet, Reader, Record, Request,
+    RequestHeader, SetSASLResponse,
 };
 use rand::RngCore as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -544,8 +544,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let frame_bytes = frame.len();
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(&mut r)?;
-        let request = match Request::decode(header.op, &mut r) {
-            Ok(request) => request,
+        let packet = match Packet::decode(header.op, &mut r) {
+            Ok(packet) => packet,
             // ZooKeeper decodes auth and SASL packets outside its request
             // pipeline, and a failure there closes the connection unanswered.
             Err(error) if [OpCode::Auth.code(), OpCode::Sasl.code()].contains(&header.op) => {
@@ -566,10 +566,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 continue;
             }
         };
-        let closing = matches!(request, Request::CloseSession);
+        let closing = matches!(packet, Packet::Request(Request::CloseSession));
         let mut in_process = None;
-        let step = match request {
-            Request::Auth(packet) => match identify(shared, &packet, handle.remote.ip()) {
+        let step = match packet {
+            Packet::Auth(packet) => match identify(shared, &packet, handle.remote.ip()) {
                 Some(ids) => {
                     session.auth = Arc::new(merge_ids(&session.auth, ids));
                     *handle.auth.lock().expect("auth poisoned") = session.auth.clone();
@@ -582,7 +582,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     return Ok(());
                 }
             },
-            Request::Sasl(request) => {
+            Packet::Sasl(request) => {
                 let step = sasl_step(conn, &mut session, &mut sasl, header.xid, request.token);
                 if matches!(step, Step::ReplyThenClose(_) | Step::Close) {
                     let _ = steps.send(step.into()).await;
@@ -590,21 +590,23 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
                 step
             }
-            request => match admit(conn, header.xid, &request, arrived, frame_bytes).await {
-                Admitted::Run(counted) => {
-                    in_process = counted;
-                    pipeline::step(shared, &session, header.xid, request)
+            Packet::Request(request) => {
+                match admit(conn, header.xid, &request, arrived, frame_bytes).await {
+                    Admitted::Run(counted) => {
+                        in_process = counted;
+                        pipeline::step(shared, &session, header.xid, request)
+                    }
+                    Admitted::Refused(reply) => Step::Reply(reply),
+                    Admitted::Dropped => continue,
+                    Admitted::TooLarge => {
+                        // At once, as ZooKeeper closes it: answers not yet
+                        // written are lost with the connection.
+                        tracing::info!(remote = %handle.remote, bytes = frame_bytes, "closing the connection: its large request would pass largeRequestMaxBytes");
+                        token.cancel();
+                        return Ok(());
+                    }
                 }
-                Admitted::Refused(reply) => Step::Reply(reply),
-                Admitted::Dropped => continue,
-                Admitted::TooLarge => {
-                    // At once, as ZooKeeper closes it: answers not yet
-                    // written are lost with the connection.
-                    tracing::info!(remote = %handle.remote, bytes = frame_bytes, "closing the connection: its large request would pass largeRequestMaxBytes");
-                    token.cancel();
-                    return Ok(());
-                }
-            },
+            }
         };
         let Some(step) = schedule(conn, &session, &mut latest, &mut in_process, step) else {
             continue;

@@ -135,8 +135,9 @@ pub struct SessionContext {
     pub auth: Arc<Vec<Id>>,
 }
 
-/// Turns one request into its step. Auth and SASL are handled by the
-/// connection before this, since they change the connection itself.
+/// Turns one request into its step. Auth and SASL are not requests of the
+/// session (`jute::Packet`): the connection answers them, since they change
+/// the connection itself.
 pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
     let audit = shared
         .config
@@ -300,12 +301,10 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             propose(Proposal::Reconfig(Box::new(ask)), ReplyShape::Config)
         }
         // A bare `check` is not a request ZooKeeper 3.9 serves outside a
-        // multi; auth and SASL reach here only if the connection did not
-        // take them, which is a bug in the caller. ZooKeeper answers an
-        // invalid request type with Unimplemented and closes.
-        // `UnimplementedRequestProcessor` answers with the request's zxid,
-        // which is still -1.
-        Request::Check(_) | Request::Auth(_) | Request::Sasl(_) | Request::Unknown(_) => {
+        // multi. ZooKeeper answers an invalid request type with
+        // Unimplemented and closes. `UnimplementedRequestProcessor` answers
+        // with the request's zxid, which is still -1.
+        Request::Check(_) | Request::Unknown(_) => {
             Step::ReplyThenClose(reply::header_only(xid, -1, ErrorCode::Unimplemented))
         }
     }
