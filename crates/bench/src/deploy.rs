@@ -2,11 +2,12 @@
 //! running (`--target`), or one this tool starts for the run (`--start`),
 //! which it can also kill, restart and weigh.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use launch::{Cluster, Flavor, Spec};
+use launch::{Cluster, Flavor, Mode, Spec};
 
 /// A server implementation this tool can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -198,7 +199,8 @@ impl Deployment {
             (None, Some(cluster)) => cluster.servers().iter().filter_map(|s| s.pid()).collect(),
             (None, None) => Vec::new(),
         };
-        CpuClock { pids }
+        let roles = self.cluster().map_or_else(Vec::new, roles_of);
+        CpuClock { pids, roles }
     }
 
     /// Kills and restarts every server of a started deployment; returns
@@ -229,6 +231,44 @@ impl Deployment {
 #[derive(Clone, Debug, Default)]
 pub struct CpuClock {
     pids: Vec<u32>,
+    /// An ensemble's servers by role, as they were when the clock was
+    /// made; empty for a single server.
+    roles: Vec<Role>,
+}
+
+#[derive(Clone, Debug)]
+struct Role {
+    pid: u32,
+    leads: bool,
+    address: SocketAddr,
+}
+
+/// The servers of an ensemble this tool started, by role.
+fn roles_of(cluster: &mut Cluster) -> Vec<Role> {
+    if cluster.servers().len() < 2 {
+        return Vec::new();
+    }
+    cluster
+        .servers()
+        .iter()
+        .filter_map(|server| {
+            Some(Role {
+                pid: server.pid()?,
+                leads: server.mode()? == Mode::Leader,
+                address: server.client_address().parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// What an ensemble's servers spent, by role, over a span.
+#[derive(Clone, Copy, Debug)]
+pub struct ByRole {
+    pub leader_cpu: Duration,
+    pub followers_cpu: Duration,
+    /// The requests the followers received (`mntr`'s
+    /// zk_packets_received), pings included.
+    pub followers_requests: u64,
 }
 
 impl CpuClock {
@@ -239,22 +279,74 @@ impl CpuClock {
         self.pids.iter().map(|&pid| launch::cpu_time(pid)).sum()
     }
 
+    /// Each server's CPU time and requests received, by role.
+    fn roles_now(&self) -> Option<Vec<(bool, Duration, u64)>> {
+        if self.roles.is_empty() {
+            return None;
+        }
+        self.roles
+            .iter()
+            .map(|role| {
+                let received = if role.leads {
+                    0
+                } else {
+                    packets_received(role.address)?
+                };
+                Some((role.leads, launch::cpu_time(role.pid)?, received))
+            })
+            .collect()
+    }
+
     /// Starts measuring: [`CpuSpan::spent`] is the CPU time since.
     pub fn start(&self) -> CpuSpan {
         CpuSpan {
             clock: self.clone(),
             began: self.now(),
+            began_roles: self.roles_now(),
         }
     }
+}
+
+/// The requests a server has received, from `mntr`.
+fn packets_received(address: SocketAddr) -> Option<u64> {
+    let mntr = launch::four_letter_word(address, "mntr", Duration::from_secs(2))?;
+    mntr.lines()
+        .find_map(|line| line.strip_prefix("zk_packets_received"))?
+        .trim()
+        .parse()
+        .ok()
 }
 
 pub struct CpuSpan {
     clock: CpuClock,
     began: Option<Duration>,
+    began_roles: Option<Vec<(bool, Duration, u64)>>,
 }
 
 impl CpuSpan {
     pub fn spent(&self) -> Option<Duration> {
         Some(self.clock.now()?.saturating_sub(self.began?))
+    }
+
+    /// What the leader and the followers spent since the start, for an
+    /// ensemble whose leader has not changed.
+    pub fn by_role(&self) -> Option<ByRole> {
+        let began = self.began_roles.as_ref()?;
+        let now = self.clock.roles_now()?;
+        let mut spent = ByRole {
+            leader_cpu: Duration::ZERO,
+            followers_cpu: Duration::ZERO,
+            followers_requests: 0,
+        };
+        for (&(leads, cpu_then, received_then), &(_, cpu, received)) in began.iter().zip(&now) {
+            let cpu = cpu.saturating_sub(cpu_then);
+            if leads {
+                spent.leader_cpu += cpu;
+            } else {
+                spent.followers_cpu += cpu;
+                spent.followers_requests += received.saturating_sub(received_then);
+            }
+        }
+        Some(spent)
     }
 }

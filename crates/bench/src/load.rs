@@ -10,7 +10,7 @@ use bytes::Bytes;
 use client::{Client, ConnectOptions, CreateMode, Error};
 use rand::Rng as _;
 
-use crate::deploy::CpuClock;
+use crate::deploy::{ByRole, CpuClock};
 use crate::measure::{Latencies, Row};
 
 /// Handshakes in flight at once while opening sessions: a thousand at
@@ -234,6 +234,8 @@ pub struct Driven {
     pub errors: u64,
     /// The servers' CPU time over the measured stretch.
     pub cpu: Option<Duration>,
+    /// An ensemble's, by role.
+    pub by_role: Option<ByRole>,
 }
 
 /// Reads (getData) with probability `read_ratio`, else writes (setData of
@@ -363,13 +365,13 @@ fn sample_cpu(
     cpu: &CpuClock,
     from: Instant,
     to: Instant,
-) -> tokio::task::JoinHandle<Option<Duration>> {
+) -> tokio::task::JoinHandle<(Option<Duration>, Option<ByRole>)> {
     let cpu = cpu.clone();
     tokio::spawn(async move {
         tokio::time::sleep_until(from.into()).await;
-        let spending = cpu.start();
+        let spending = tokio::task::block_in_place(|| cpu.start());
         tokio::time::sleep_until(to.into()).await;
-        spending.spent()
+        tokio::task::block_in_place(|| (spending.spent(), spending.by_role()))
     })
 }
 
@@ -378,7 +380,7 @@ async fn finish(
     tasks: Vec<tokio::task::JoinHandle<Latencies>>,
     elapsed: Duration,
     errors: &AtomicU64,
-    cpu_sampler: tokio::task::JoinHandle<Option<Duration>>,
+    cpu_sampler: tokio::task::JoinHandle<(Option<Duration>, Option<ByRole>)>,
 ) -> Driven {
     let mut latencies = Latencies::default();
     for task in tasks {
@@ -386,11 +388,13 @@ async fn finish(
             latencies.merge(&task_latencies);
         }
     }
+    let (cpu, by_role) = cpu_sampler.await.unwrap_or((None, None));
     Driven {
         latencies,
         elapsed,
         errors: errors.load(Ordering::Relaxed),
-        cpu: cpu_sampler.await.ok().flatten(),
+        cpu,
+        by_role,
     }
 }
 

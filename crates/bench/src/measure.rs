@@ -11,6 +11,8 @@ use anyhow::Context as _;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::deploy::ByRole;
+
 /// Latencies in microseconds, from 1 µs to 10 minutes at 3 significant
 /// digits: a single slow request stays visible in p99.9 and max.
 #[derive(Clone)]
@@ -123,6 +125,29 @@ impl Row {
                 self.metric("cpu_us_per_op", spent.as_secs_f64() * 1e6 / ops as f64)
             }
             _ => self,
+        }
+    }
+
+    /// An ensemble's CPU by role, in microseconds: the leader's per
+    /// operation (every write passes through it), and the followers' per
+    /// request they received (the reads they serve).
+    pub fn cpu_by_role(self, by_role: Option<ByRole>, ops: u64) -> Row {
+        let Some(by_role) = by_role else {
+            return self;
+        };
+        let per = |spent: Duration, count: u64| spent.as_secs_f64() * 1e6 / count as f64;
+        let row = if ops > 0 {
+            self.metric("leader_cpu_us_per_op", per(by_role.leader_cpu, ops))
+        } else {
+            self
+        };
+        if by_role.followers_requests > 0 {
+            row.metric(
+                "follower_cpu_us_per_request",
+                per(by_role.followers_cpu, by_role.followers_requests),
+            )
+        } else {
+            row
         }
     }
 

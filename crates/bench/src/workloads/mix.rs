@@ -141,6 +141,7 @@ pub async fn measure(
                 .at(ratio)
                 .throughput(&driven.latencies, driven.elapsed)
                 .cpu_per_op(driven.cpu, driven.latencies.count())
+                .cpu_by_role(driven.by_role, driven.latencies.count())
                 .metric("errors", driven.errors as f64),
         );
     }
