@@ -195,7 +195,7 @@ impl ApplyLoop {
                 let reads = waiter.gate.as_ref().map_or_else(Vec::new, |gate| {
                     gate.pass()
                         .into_iter()
-                        .map(|read| pipeline::answer_held(&self.shared, read))
+                        .filter_map(|read| pipeline::answer_held(&self.shared, read))
                         .collect()
                 });
                 replies.push((

@@ -577,14 +577,22 @@ pub struct HeldAnswer {
     pub _in_process: Option<InProcess>,
 }
 
-/// Answers a held read (apply loop). What is costly to encode is left to
-/// the connection's writer (`ReadAnswer::into_frame`).
-pub fn answer_held(shared: &Shared, read: HeldRead) -> HeldAnswer {
+/// Answers a held read (apply loop); `None` if its connection has closed
+/// meanwhile. What is costly to encode is left to the connection's writer
+/// (`ReadAnswer::into_frame`).
+pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
     let started = Instant::now();
     let op = read.request.op_code();
     let mut fired = Vec::new();
-    let (answer, number) = answer_read(
-        shared,
+    let mut published = shared.published();
+    // Under the lock: a connection that ends is marked closed before its
+    // watches are dropped under this lock, so a watch registered here
+    // is dropped with them, never left behind.
+    if read.handle.kill.is_cancelled() {
+        return None;
+    }
+    let (answer, number) = answer_read_locked(
+        &mut published,
         &read.session,
         &read.auth,
         read.xid,
@@ -592,7 +600,8 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> HeldAnswer {
         &mut fired,
         &read.handle.answers_built,
     );
-    HeldAnswer {
+    drop(published);
+    Some(HeldAnswer {
         xid: read.xid,
         op,
         answer,
@@ -600,7 +609,7 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> HeldAnswer {
         fired,
         took: started.elapsed(),
         _in_process: read.in_process,
-    }
+    })
 }
 
 /// A read's answer as built under the published lock. The parts that take
@@ -654,19 +663,33 @@ pub fn answer_read(
     fired: &mut Vec<WatchEvent>,
     answers_built: &AtomicU64,
 ) -> (ReadAnswer, u64) {
-    let mut published = shared.published();
+    answer_read_locked(
+        &mut shared.published(),
+        session,
+        auth,
+        xid,
+        request,
+        fired,
+        answers_built,
+    )
+}
+
+fn answer_read_locked(
+    published: &mut Published,
+    session: &SessionContext,
+    auth: &Arc<Vec<Id>>,
+    xid: i32,
+    request: Request,
+    fired: &mut Vec<WatchEvent>,
+    answers_built: &AtomicU64,
+) -> (ReadAnswer, u64) {
     let number = answers_built.fetch_add(1, Ordering::AcqRel) + 1;
     let answer = match request {
-        Request::GetChildren(req) => ReadAnswer::Children(list_children(
-            &mut published,
-            session,
-            auth,
-            xid,
-            req,
-            false,
-        )),
+        Request::GetChildren(req) => {
+            ReadAnswer::Children(list_children(published, session, auth, xid, req, false))
+        }
         Request::GetChildren2(req) => {
-            ReadAnswer::Children(list_children(&mut published, session, auth, xid, req, true))
+            ReadAnswer::Children(list_children(published, session, auth, xid, req, true))
         }
         Request::GetAllChildrenNumber(req) => ReadAnswer::Count {
             tree: published.tree.clone(),
@@ -675,14 +698,7 @@ pub fn answer_read(
             path: req.path,
             auth: auth.clone(),
         },
-        request => ReadAnswer::Frame(answer_locked(
-            &mut published,
-            session,
-            auth,
-            xid,
-            request,
-            fired,
-        )),
+        request => ReadAnswer::Frame(answer_locked(published, session, auth, xid, request, fired)),
     };
     (answer, number)
 }
