@@ -58,3 +58,27 @@ def check_reads_between_writes(c, path: str, rounds: int = 60) -> None:
         firing = next(k for k in range(j + 1, len(expected)) if expected[k][0] == "set")
         assert position[xids[j]] < event_at < position[xids[firing]], \
             "the event must come after the read that set its watch and before the reply of the write that fired it"
+
+
+def check_listings_between_creates(c, parent: str, children: int = 30) -> None:
+    """`parent` exists and is empty. Creates its children one by one, each
+    followed by getChildren, getChildren2 and getAllChildrenNumber sent
+    with it: each listing shows exactly the children created before it."""
+    from zkwire import create_body
+    requests = []
+    for i in range(children):
+        requests.append((Op.create, create_body(f"{parent}/c{i:03d}")))
+        requests.append((Op.getChildren, path_watch_body(parent)))
+        requests.append((Op.getChildren2, path_watch_body(parent)))
+        requests.append((Op.getAllChildrenNumber, Writer().string(parent).bytes()))
+    xids = c.submit_requests(requests)
+    replies = [c.wait_reply(x, timeout=30) for x in xids]
+    for i in range(children):
+        created, listed, listed2, counted = replies[4 * i:4 * i + 4]
+        expected = [f"c{j:03d}" for j in range(i + 1)]
+        assert created.err == 0 and listed.err == 0 and listed2.err == 0 and counted.err == 0
+        assert sorted(listed.reader().strings()) == expected
+        r = listed2.reader()
+        assert sorted(r.strings()) == expected
+        assert r.stat().numChildren == i + 1
+        assert counted.reader().int() == i + 1

@@ -244,6 +244,15 @@ def test_pipelined_reads_see_the_writes_before_them_and_none_after(server, zk, r
     check_reads_between_writes(raw_factory(server), f"{root}/n")
 
 
+def test_pipelined_listings_see_the_creates_before_them_and_none_after(
+        server, zk, raw_factory, root):
+    """getChildren, getChildren2 and getAllChildrenNumber sent between a
+    session's creates count exactly the children created before them."""
+    from pipelining import check_listings_between_creates
+    zk.create(f"{root}/p", b"")
+    check_listings_between_creates(raw_factory(server), f"{root}/p")
+
+
 def test_restart_preserves_tree_stats_and_acls(server_factory, kazoo_factory):
     """Snapshots plus log replay give back exactly the same tree."""
     from kazoo.security import make_acl, make_digest_acl
