@@ -724,11 +724,11 @@ fn schedule(
             *latest = Barrier::Sync;
             step
         }
-        Step::Read { xid, request, auth } => {
+        // `auth` is the session's, which the read carries.
+        Step::Read { xid, request, .. } => {
             let read = HeldRead {
                 xid,
                 request,
-                auth,
                 session: session.clone(),
                 handle: conn.handle.clone(),
                 in_process: in_process.take(),
@@ -737,7 +737,7 @@ fn schedule(
                 session_order::Answer::Now(read) => {
                     *in_process = read.in_process;
                     let (bytes, number) =
-                        answer_read(conn, session, &read.auth, read.xid, read.request);
+                        answer_read(conn, session, &read.session.auth, read.xid, read.request);
                     Step::Answered {
                         bytes,
                         number,
@@ -749,7 +749,7 @@ fn schedule(
                     Step::Read {
                         xid: read.xid,
                         request: read.request,
-                        auth: read.auth,
+                        auth: read.session.auth,
                     }
                 }
                 session_order::Answer::Held => return None,

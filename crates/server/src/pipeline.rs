@@ -555,7 +555,7 @@ fn multi_results(
 pub struct HeldRead {
     pub xid: i32,
     pub request: Request,
-    pub auth: Arc<Vec<Id>>,
+    /// With the session's auth ids as they were when the read came.
     pub session: SessionContext,
     pub handle: Arc<ConnectionHandle>,
     /// Counted in process until its answer is queued.
@@ -594,7 +594,7 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
     let (answer, number) = answer_read_locked(
         &mut published,
         &read.session,
-        &read.auth,
+        &read.session.auth,
         read.xid,
         read.request,
         &mut fired,
