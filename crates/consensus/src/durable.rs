@@ -42,6 +42,36 @@ impl Recovered {
     fn last_index(&self) -> u64 {
         self.entries.last().map_or(self.snapshot_index, |e| e.index)
     }
+
+    /// Keeps the entry at `index` (record `position`), dropping any it
+    /// overwrites; entries the snapshot holds are passed over.
+    fn keep_entry(
+        &mut self,
+        dir: &Path,
+        index: u64,
+        position: usize,
+        location: RecordLocation,
+    ) -> Result<(), Error> {
+        if index <= self.snapshot_index {
+            return Ok(());
+        }
+        let expected_next = self.last_index() + 1;
+        if index > expected_next {
+            return Err(Error::LogGap {
+                dir: dir.to_path_buf(),
+                expected_after: expected_next - 1,
+                found: index,
+            });
+        }
+        self.entries
+            .truncate((index - (self.snapshot_index + 1)) as usize);
+        self.entries.push(Survivor {
+            index,
+            record: position,
+            location,
+        });
+        Ok(())
+    }
 }
 
 fn decode(dir: &Path, rec: &WalRecord) -> Result<LogRecord, Error> {
@@ -52,11 +82,26 @@ fn decode(dir: &Path, rec: &WalRecord) -> Result<LogRecord, Error> {
     })
 }
 
+/// Decodes the entry a survivor of recovery names, checking that it is
+/// the entry its record's index said.
+fn decode_survivor(dir: &Path, records: &[WalRecord], survivor: &Survivor) -> Result<Entry, Error> {
+    let rec = &records[survivor.record];
+    match decode(dir, rec)? {
+        LogRecord::Entry(entry) if entry.index == survivor.index => Ok(entry),
+        LogRecord::Entry(entry) => Err(Error::BadRecord {
+            dir: dir.to_path_buf(),
+            index: rec.index,
+            reason: format!("it holds entry {}", entry.index),
+        }),
+        _ => unreachable!("a survivor is an entry record"),
+    }
+}
+
 /// Replays the WAL's records in order over a snapshot at `snapshot_index`:
 /// the last hard state wins, a snapshot mark supersedes the entries before
 /// it, and a record for an index already seen is raft overwriting a
-/// conflicting suffix, which drops the old tail. Entries are decoded here
-/// only to learn their index; their data is not kept.
+/// conflicting suffix, which drops the old tail. Entries are not decoded
+/// here: an entry's index is its record's own (`DurableLog::write`).
 fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Recovered, Error> {
     let mut recovered = Recovered {
         hard_state: None,
@@ -64,30 +109,17 @@ fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Rec
         entries: Vec::new(),
     };
     for (position, rec) in records.iter().enumerate() {
+        if record::is_entry(&rec.payload) {
+            recovered.keep_entry(dir, rec.index, position, rec.location)?;
+            continue;
+        }
         match decode(dir, rec)? {
             LogRecord::HardState(hs) => recovered.hard_state = Some(hs),
             LogRecord::SnapshotMark { index } => {
                 recovered.entries.clear();
                 recovered.snapshot_index = recovered.snapshot_index.max(index);
             }
-            LogRecord::Entry(entry) if entry.index <= recovered.snapshot_index => {}
-            LogRecord::Entry(entry) => {
-                let expected_next = recovered.last_index() + 1;
-                if entry.index > expected_next {
-                    return Err(Error::LogGap {
-                        dir: dir.to_path_buf(),
-                        expected_after: expected_next - 1,
-                        found: entry.index,
-                    });
-                }
-                let keep = (entry.index - (recovered.snapshot_index + 1)) as usize;
-                recovered.entries.truncate(keep);
-                recovered.entries.push(Survivor {
-                    index: entry.index,
-                    record: position,
-                    location: rec.location,
-                });
-            }
+            LogRecord::Entry(_) => unreachable!("entry records are kept above"),
         }
     }
     Ok(recovered)
@@ -115,9 +147,7 @@ pub fn read_stopped_log(dir: &Path, snapshot_index: u64) -> Result<StoppedLog, E
     let recovered = recover(dir, &records, snapshot_index)?;
     let mut entries = Vec::with_capacity(recovered.entries.len());
     for survivor in &recovered.entries {
-        let LogRecord::Entry(entry) = decode(dir, &records[survivor.record])? else {
-            unreachable!("a survivor is an entry record");
-        };
+        let entry = decode_survivor(dir, &records, survivor)?;
         let data = match entry.get_entry_type() {
             raft::prelude::EntryType::EntryNormal => bytes::Bytes::from(entry.data.to_vec()),
             _ => bytes::Bytes::new(),
@@ -172,16 +202,13 @@ impl DurableLog {
         hard_state.commit = hard_state
             .commit
             .clamp(recovered.snapshot_index, recovered.last_index());
-        // Decoded again a chunk at a time: the log store keeps only the
-        // newest entries, so the whole log is never held decoded.
+        // Decoded a chunk at a time: the log store keeps only the newest
+        // entries, so the whole log is never held decoded.
         for chunk in recovered.entries.chunks(RECOVERY_CHUNK_ENTRIES) {
-            let mut entries = Vec::with_capacity(chunk.len());
-            for survivor in chunk {
-                match decode(dir, &records[survivor.record])? {
-                    LogRecord::Entry(entry) => entries.push(entry),
-                    _ => unreachable!("a survivor is an entry record"),
-                }
-            }
+            let entries = chunk
+                .iter()
+                .map(|survivor| decode_survivor(dir, &records, survivor))
+                .collect::<Result<Vec<Entry>, Error>>()?;
             let locations: Vec<RecordLocation> =
                 chunk.iter().map(|survivor| survivor.location).collect();
             log.append(&entries, &locations);
@@ -443,6 +470,28 @@ mod tests {
             [(2, 1, &b"b"[..]), (3, 2, &b"C"[..]), (4, 2, &b""[..])]
         );
         assert_eq!(stopped.recorded_commit, 1);
+    }
+
+    /// Recovery takes an entry's index from its record; a record whose
+    /// entry says otherwise is damage, named, not a silent reorder.
+    #[test]
+    fn an_entry_under_another_index_than_its_record_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut wal, _) = Wal::open(dir.path(), WalOptions::default()).unwrap();
+            let mut payload = Vec::new();
+            record::encode_entry(&entry(2, 1, b"b"), &mut payload);
+            wal.append(&[(1, &payload[..])]).unwrap();
+            wal.sync().unwrap();
+        }
+        match DurableLog::open(dir.path(), &[1], &[], None) {
+            Err(Error::BadRecord { index, reason, .. }) => {
+                assert_eq!(index, 1);
+                assert_eq!(reason, "it holds entry 2");
+            }
+            Err(other) => panic!("refused otherwise: {other}"),
+            Ok(_) => panic!("opened a log whose entry 2 lies under index 1"),
+        }
     }
 
     #[test]

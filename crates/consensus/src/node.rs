@@ -47,6 +47,12 @@ use crate::Error;
 /// turn spends before it writes and hands out its sync, so latency stays
 /// flat under load.
 const COMMANDS_PER_TURN_MAX: usize = 4096;
+
+/// Committed entries handed to the state machine per Ready, at most (raft
+/// always hands out at least one). A restart replaying a long log reads it
+/// back a page at a time while the state machine applies the pages before,
+/// rather than all of it before the first is applied.
+const COMMITTED_BYTES_PER_READY_MAX: u64 = 4 << 20;
 /// A proposal or read-index request not answered in this long is given up
 /// (its waiter dropped): its leader was lost, or the message was.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -259,15 +265,14 @@ impl<W: Send + 'static> Consensus<W> {
             check_quorum: true,
             max_size_per_msg: 1 << 20,
             max_inflight_msgs: 256,
+            max_committed_size_per_ready: COMMITTED_BYTES_PER_READY_MAX,
             ..Default::default()
         };
         raft_config.validate()?;
         let logger = slog::Logger::root(slog::Discard, slog::o!());
-        let mut raw = RawNode::new(&raft_config, log.raft_storage(), &logger)?;
-        if config.voters == [config.id] && config.learners.is_empty() {
-            // A group of one needs no election timeout to find its leader.
-            raw.campaign()?;
-        }
+        let raw = RawNode::new(&raft_config, log.raft_storage(), &logger)?;
+        // A group of one needs no election timeout to find its leader.
+        let campaign_alone = config.voters == [config.id] && config.learners.is_empty();
 
         let (commands, inbox) = mpsc::channel();
         let status = Arc::new(Status::default());
@@ -305,7 +310,7 @@ impl<W: Send + 'static> Consensus<W> {
         let thread = thread::Builder::new()
             .name("consensus".into())
             .spawn(move || {
-                if let Err(error) = driver.run() {
+                if let Err(error) = driver.run(campaign_alone) {
                     if matches!(error, Error::Stopped) {
                         return;
                     }
@@ -504,7 +509,10 @@ struct HandingOff {
 }
 
 impl<W: Send + 'static> Driver<W> {
-    fn run(&mut self) -> Result<(), Error> {
+    fn run(&mut self, campaign_alone: bool) -> Result<(), Error> {
+        if campaign_alone {
+            self.replay_then_campaign()?;
+        }
         let mut next_tick = Instant::now() + self.tick;
         loop {
             let wait = next_tick.saturating_duration_since(Instant::now());
@@ -743,6 +751,24 @@ impl<W: Send + 'static> Driver<W> {
         tracing::info!("this server leads but is no longer a voter: handing leadership over");
         let (reply, _) = oneshot::channel();
         self.start_hand_off(None, reply);
+    }
+
+    /// A group of one elects itself once the entries its log already
+    /// commits have been handed to the state machine, before it takes any
+    /// command. Campaigning first makes raft read every one of them back
+    /// from the log, to look for a membership change not yet applied: at
+    /// 1M znodes, a restart that replays half a million entries spent a
+    /// tenth of its time there.
+    fn replay_then_campaign(&mut self) -> Result<(), Error> {
+        loop {
+            let log = &self.raw.raft.raft_log;
+            if log.applied >= log.committed || !self.raw.has_ready() {
+                break;
+            }
+            self.handle_ready()?;
+        }
+        self.raw.campaign()?;
+        Ok(())
     }
 
     fn handle_ready(&mut self) -> Result<(), Error> {
@@ -1093,12 +1119,12 @@ impl<W: Send + 'static> Driver<W> {
         }
         let batch = entries
             .into_iter()
-            .map(|entry| {
+            .map(|mut entry| {
                 let waiter = ProposalOrigin::decode(&entry.context)
                     .filter(|origin| origin.server == self.id)
                     .and_then(|origin| self.take_waiter(origin.sequence));
                 let (data, membership) = match entry.get_entry_type() {
-                    EntryType::EntryNormal => (Bytes::from(entry.data.to_vec()), None),
+                    EntryType::EntryNormal => (std::mem::take(&mut entry.data), None),
                     EntryType::EntryConfChangeV2 => self.apply_membership_change(&entry),
                     // Raft's first form of change, which nothing here
                     // proposes.

@@ -36,6 +36,11 @@ pub(crate) fn encode_snapshot_mark(index: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&index.to_be_bytes());
 }
 
+/// Whether the record holds an entry, told without decoding it.
+pub(crate) fn is_entry(payload: &[u8]) -> bool {
+    payload.first() == Some(&KIND_ENTRY)
+}
+
 pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
     let (kind, body) = payload.split_first().ok_or("empty record")?;
     match *kind {
