@@ -537,6 +537,7 @@ fn data_dirs(config: &ServerConfig) -> Result<(PathBuf, PathBuf), ServerError> {
 fn load_snapshot(
     snapshots: &Snapshots,
 ) -> Result<(DataTree, Option<consensus::SnapshotMeta>), ServerError> {
+    let started = Instant::now();
     let Some((meta, mut reader)) = snapshots.latest()? else {
         return Ok((DataTree::new(), None));
     };
@@ -545,6 +546,7 @@ fn load_snapshot(
     tracing::info!(
         zxid = meta.index,
         nodes = tree.node_count(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded snapshot"
     );
     Ok((tree, Some(meta)))

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use imbl::{OrdMap, OrdSet};
@@ -44,6 +44,12 @@ const WRITE_CHUNK_BYTES: usize = 64 * 1024;
 /// Bytes reserved up front for one field; longer fields grow as they are
 /// read, so a corrupt length cannot allocate more than the input holds.
 const READ_RESERVE_BYTES: usize = 64 * 1024;
+
+/// Nodes decoded per batch handed to the thread that indexes them.
+const LOAD_BATCH_NODES: u64 = 4096;
+
+/// Batches decoded ahead of the indexing, at most.
+const LOAD_BATCHES_AHEAD: usize = 4;
 
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -147,7 +153,7 @@ impl DataTree {
 
     /// Reads a snapshot written by [`DataTree::write_snapshot`], consuming
     /// exactly its bytes. Reads field by field: pass a buffered reader.
-    pub fn read_snapshot(input: &mut dyn Read) -> Result<DataTree, SnapshotError> {
+    pub fn read_snapshot(input: &mut (dyn Read + Send)) -> Result<DataTree, SnapshotError> {
         let mut r = SnapReader::new(input);
         let mut magic = [0u8; 8];
         r.exact(&mut magic)?;
@@ -191,26 +197,48 @@ impl DataTree {
         if node_count < 1 {
             return Err(corrupt(format!("node count {node_count}")));
         }
-        // Identical ACL lists share one allocation, like ZooKeeper's cache.
-        let mut acls: HashMap<Vec<Acl>, AclList> = HashMap::new();
-        let mut loading = Loading::default();
-        for _ in 0..node_count {
-            let (p, node) = read_node(&mut r, &mut acls)?;
-            tree.insert_loaded(&mut loading, p, node)?;
-        }
+        tree.load_nodes(r, node_count as u64)?;
         if !tree.nodes.contains(path::ROOT) {
             return Err(corrupt("no root node".to_owned()));
         }
-        tree.adopt_children(loading)?;
-
-        let computed = r.crc();
-        let mut stored = [0u8; 4];
-        r.input.read_exact(&mut stored)?;
-        let stored = u32::from_be_bytes(stored);
-        if stored != computed {
-            return Err(SnapshotError::Checksum { stored, computed });
-        }
         Ok(tree)
+    }
+
+    /// Reads `count` nodes and the checksum after them, decoding on a
+    /// thread of its own while this one indexes what was decoded: the two
+    /// halves of loading cost about the same, and a restart at 10M znodes
+    /// waits for both.
+    fn load_nodes(&mut self, mut r: SnapReader, count: u64) -> Result<(), SnapshotError> {
+        std::thread::scope(|scope| {
+            let (batches, decoded) =
+                mpsc::sync_channel::<Vec<(Arc<str>, Node)>>(LOAD_BATCHES_AHEAD);
+            let decoder = scope.spawn(move || {
+                // Identical ACL lists share one allocation, like ZooKeeper's cache.
+                let mut acls: HashMap<Vec<Acl>, AclList> = HashMap::new();
+                let mut left = count;
+                while left > 0 {
+                    let n = left.min(LOAD_BATCH_NODES);
+                    let batch = (0..n)
+                        .map(|_| read_node(&mut r, &mut acls))
+                        .collect::<Result<_, _>>()?;
+                    if batches.send(batch).is_err() {
+                        return Ok(()); // the indexing half failed, and says why
+                    }
+                    left -= n;
+                }
+                r.check_crc()
+            });
+            let mut loading = Loading::default();
+            for batch in decoded {
+                for (p, node) in batch {
+                    self.insert_loaded(&mut loading, p, node)?;
+                }
+            }
+            decoder
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            self.adopt_children(loading)
+        })
     }
 
     /// Adds a node read from a snapshot and indexes it, as ZooKeeper's
@@ -324,7 +352,7 @@ fn read_node(
 /// bytes: the bytes read wait in `unchecked` and are checksummed a few KB
 /// at a time (per field, the checksum was 13% of loading a 1M-node tree).
 struct SnapReader<'a> {
-    input: &'a mut dyn Read,
+    input: &'a mut (dyn Read + Send),
     crc: u32,
     unchecked: Vec<u8>,
 }
@@ -333,7 +361,7 @@ struct SnapReader<'a> {
 const CRC_BATCH_BYTES: usize = 4096;
 
 impl<'a> SnapReader<'a> {
-    fn new(input: &'a mut dyn Read) -> Self {
+    fn new(input: &'a mut (dyn Read + Send)) -> Self {
         SnapReader {
             input,
             crc: 0,
@@ -341,10 +369,18 @@ impl<'a> SnapReader<'a> {
         }
     }
 
-    /// The checksum of every byte read so far.
-    fn crc(&mut self) -> u32 {
+    /// Reads the checksum that ends the snapshot and compares it with
+    /// that of every byte read before it.
+    fn check_crc(&mut self) -> Result<(), SnapshotError> {
         self.check_batch();
-        self.crc
+        let computed = self.crc;
+        let mut stored = [0u8; 4];
+        self.input.read_exact(&mut stored)?;
+        let stored = u32::from_be_bytes(stored);
+        if stored != computed {
+            return Err(SnapshotError::Checksum { stored, computed });
+        }
+        Ok(())
     }
 
     fn check_batch(&mut self) {
