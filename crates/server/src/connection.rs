@@ -773,7 +773,7 @@ fn answer_read(
     let op = request.op_code();
     let mut fired = Vec::new();
     let (answer, number) = pipeline::answer_read(
-        shared,
+        &mut shared.published(),
         session,
         auth,
         xid,

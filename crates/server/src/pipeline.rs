@@ -591,7 +591,7 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
     if read.handle.kill.is_cancelled() {
         return None;
     }
-    let (answer, number) = answer_read_locked(
+    let (answer, number) = answer_read(
         &mut published,
         &read.session,
         &read.session.auth,
@@ -650,31 +650,11 @@ impl ReadAnswer {
     }
 }
 
-/// Answers a read from the newest applied version, registering its watch
-/// in the same critical section, and numbers the answer there (see
-/// `session_order`). `fired` collects events a `setWatches` owes the client
-/// at once, to be sent before this reply.
+/// Answers a read from the newest applied version, `published` (locked by
+/// the caller), registering its watch in the same critical section, and
+/// numbers the answer there (see `session_order`). `fired` collects events
+/// a `setWatches` owes the client at once, to be sent before this reply.
 pub fn answer_read(
-    shared: &Shared,
-    session: &SessionContext,
-    auth: &Arc<Vec<Id>>,
-    xid: i32,
-    request: Request,
-    fired: &mut Vec<WatchEvent>,
-    answers_built: &AtomicU64,
-) -> (ReadAnswer, u64) {
-    answer_read_locked(
-        &mut shared.published(),
-        session,
-        auth,
-        xid,
-        request,
-        fired,
-        answers_built,
-    )
-}
-
-fn answer_read_locked(
     published: &mut Published,
     session: &SessionContext,
     auth: &Arc<Vec<Id>>,

@@ -65,6 +65,8 @@ pub enum Answer<R> {
 /// read that arrives now must come after. The reader keeps it.
 pub enum Barrier<R> {
     None,
+    /// A sync, or a request ordered as one: a reconfig, whose answer comes
+    /// from the leader's decision rather than from the apply loop.
     Sync,
     Write(Arc<WriteGate<R>>),
 }
