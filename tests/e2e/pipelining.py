@@ -3,6 +3,8 @@ and what ZooKeeper promises of them: replies in order, every read showing
 the session's writes before it and none after it, a watch event after the
 read that set it and before the reply of the write that fired it."""
 
+import time
+
 from zkwire import EventType, Op, Writer, path_watch_body
 
 
@@ -82,3 +84,35 @@ def check_listings_between_creates(c, parent: str, children: int = 30) -> None:
         assert sorted(r.strings()) == expected
         assert r.stat().numChildren == i + 1
         assert counted.reader().int() == i + 1
+
+
+def check_watches_of_a_closed_connection_are_dropped(connect, resume, path: str, version,
+                                                     watch_count, attempts: int = 5) -> None:
+    """A new session (`connect()`) sets `path` and reads it with a watch,
+    1,000 times back to back in one socket write, then at once resumes
+    the session on a new connection (`resume(c)`), which closes the first
+    while many reads still wait behind their writes. Those are answered
+    after the connection is gone, or never (what the first connection had
+    not read yet is dropped with it); none may leave its watch behind
+    (ZooKeeper's WatchManager ignores a watch whose connection is stale). Several `attempts`, as the writes may all be applied before
+    the session moves. `version()` is the node's version as another client
+    reads it, `watch_count()` the server's count of watches."""
+    for _ in range(attempts):
+        c = connect()
+        c.submit_requests([request
+                           for i in range(1000)
+                           for request in ((Op.setData, set_body(path, b"v%d" % i)),
+                                           (Op.getData, path_watch_body(path, watch=True)))])
+        resumed = resume(c)
+        seen, deadline = None, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            now = version()
+            if now == seen:
+                break  # no write applied for a fifth of a second: all are
+            seen = now
+            time.sleep(0.2)
+        # The closed connection's watches go once its writer has stopped.
+        while watch_count() != 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert watch_count() == 0, "a watch outlived its connection"
+        resumed.close()

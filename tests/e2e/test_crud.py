@@ -253,6 +253,23 @@ def test_pipelined_listings_see_the_creates_before_them_and_none_after(
     check_listings_between_creates(raw_factory(server), f"{root}/p")
 
 
+def test_held_reads_of_a_closed_connection_leave_no_watch(server_factory, kazoo_factory, raw_factory):
+    """Reads held behind their session's writes, whose connection is closed
+    (the session resumed elsewhere) before the writes are applied, register
+    no watch for it."""
+    from pipelining import check_watches_of_a_closed_connection_are_dropped
+    from test_limits import mntr
+    s = server_factory()
+    zk = kazoo_factory(s)
+    zk.create("/held", b"")
+    check_watches_of_a_closed_connection_are_dropped(
+        lambda: raw_factory(s),
+        lambda c: raw_factory(s, session_id=c.session_id, passwd=c.passwd),
+        "/held",
+        version=lambda: zk.get("/held")[1].version,
+        watch_count=lambda: int(mntr(s)["zk_watch_count"]))
+
+
 def test_restart_preserves_tree_stats_and_acls(server_factory, kazoo_factory):
     """Snapshots plus log replay give back exactly the same tree."""
     from kazoo.security import make_acl, make_digest_acl
