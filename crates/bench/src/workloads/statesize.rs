@@ -60,6 +60,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
         .await
         .context("creating /bench/state-probe")?;
 
+    let total = leaves.len();
     let loaded = Arc::new(AtomicUsize::new(0));
     let spending = deployment.cpu_clock().start();
     let loading = {
@@ -82,7 +83,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     let mut overall = Latencies::default();
     let mut last_report = Instant::now();
     while !loading.is_finished() {
-        let bucket = loaded.load(Ordering::Relaxed) / step;
+        let bucket = step_of(loaded.load(Ordering::Relaxed), total, step);
         let started = Instant::now();
         probe.set_data("/bench/state-probe", b"probe", None).await?;
         probe.get_data("/bench/state-probe").await?;
@@ -133,4 +134,29 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     load::close_all(loaders).await;
     probe.close().await;
     Ok(m)
+}
+
+/// The step a probe belongs to, with `loaded` of `total` znodes created,
+/// `step` znodes a step. The znodes past the last whole step, and probes
+/// sent after the last create, belong to the last step, not to one past
+/// the target.
+fn step_of(loaded: usize, total: usize, step: usize) -> usize {
+    let last = (total / step).max(1) - 1;
+    (loaded / step).min(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_after_the_last_create_count_in_the_last_step() {
+        assert_eq!(step_of(0, 1000, 100), 0);
+        assert_eq!(step_of(999, 1000, 100), 9);
+        assert_eq!(step_of(1000, 1000, 100), 9);
+        assert_eq!(step_of(0, 0, 100), 0);
+        // 64 MB of 10 KB values in 16 MB steps: 6553 znodes, 1638 a step.
+        assert_eq!(step_of(6553, 6553, 1638), 3);
+        assert_eq!(step_of(50, 60, 100), 0);
+    }
 }
