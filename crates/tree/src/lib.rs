@@ -10,6 +10,7 @@
 //! - `acl`: `checkACL`, `fixupACL`, the ip/digest providers, redaction.
 //! - `node`: a znode, its persisted stat, what `ephemeralOwner` encodes.
 //! - `nodes`: the map of every znode by path, ordered by the path's hash.
+//! - `hash_trie`: the persistent hash trie the nodes map is built on.
 //! - `session`: the replicated session record.
 //! - `txn`: [`Txn`]/[`TxnOp`] and their log encoding.
 //! - `outcome`: [`Applied`], [`Outcome`], [`Trigger`].
@@ -22,8 +23,9 @@
 //! - `restore`: a tree from another system's znode records, and a tree's
 //!   znodes parent first, for the migration room.
 //!
-//! Versions: every map is persistent (imbl), so `DataTree::clone` is O(1)
-//! and gives the snapshot writer an immutable version while apply goes on.
+//! Versions: every map is persistent (imbl's, and the nodes map's own
+//! hash trie), so `DataTree::clone` is O(1) and gives the snapshot writer
+//! an immutable version while apply goes on.
 //! A version shared with a clone costs every write on it a copy of each
 //! map node it changes (once per node while the clone lives), so the
 //! server applies to one tree in place and clones only to snapshot.
@@ -60,6 +62,7 @@
 
 mod acl;
 mod apply;
+mod hash_trie;
 mod node;
 mod nodes;
 mod outcome;
