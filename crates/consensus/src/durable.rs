@@ -86,15 +86,11 @@ fn decode(dir: &Path, rec: &WalRecord) -> Result<LogRecord, Error> {
 /// the entry its record's index said.
 fn decode_survivor(dir: &Path, records: &[WalRecord], survivor: &Survivor) -> Result<Entry, Error> {
     let rec = &records[survivor.record];
-    match decode(dir, rec)? {
-        LogRecord::Entry(entry) if entry.index == survivor.index => Ok(entry),
-        LogRecord::Entry(entry) => Err(Error::BadRecord {
-            dir: dir.to_path_buf(),
-            index: rec.index,
-            reason: format!("it holds entry {}", entry.index),
-        }),
-        _ => unreachable!("a survivor is an entry record"),
-    }
+    record::decode_entry(&rec.payload, survivor.index).map_err(|reason| Error::BadRecord {
+        dir: dir.to_path_buf(),
+        index: rec.index,
+        reason,
+    })
 }
 
 /// Replays the WAL's records in order over a snapshot at `snapshot_index`:
@@ -109,17 +105,13 @@ fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Rec
         entries: Vec::new(),
     };
     for (position, rec) in records.iter().enumerate() {
-        if record::is_entry(&rec.payload) {
-            recovered.keep_entry(dir, rec.index, position, rec.location)?;
-            continue;
-        }
         match decode(dir, rec)? {
+            LogRecord::Entry => recovered.keep_entry(dir, rec.index, position, rec.location)?,
             LogRecord::HardState(hs) => recovered.hard_state = Some(hs),
             LogRecord::SnapshotMark { index } => {
                 recovered.entries.clear();
                 recovered.snapshot_index = recovered.snapshot_index.max(index);
             }
-            LogRecord::Entry(_) => unreachable!("entry records are kept above"),
         }
     }
     Ok(recovered)
@@ -149,7 +141,7 @@ pub fn read_stopped_log(dir: &Path, snapshot_index: u64) -> Result<StoppedLog, E
     for survivor in &recovered.entries {
         let entry = decode_survivor(dir, &records, survivor)?;
         let data = match entry.get_entry_type() {
-            raft::prelude::EntryType::EntryNormal => bytes::Bytes::from(entry.data.to_vec()),
+            raft::prelude::EntryType::EntryNormal => entry.data,
             _ => bytes::Bytes::new(),
         };
         entries.push((entry.index, entry.term, data));

@@ -17,7 +17,7 @@ use raft::prelude::{ConfState, Entry, HardState};
 use raft::{RaftState, StorageError as RaftStorageError};
 use storage::{RecordLocation, WalReader};
 
-use crate::record::{self, LogRecord};
+use crate::record;
 
 /// The newest entries kept in memory, in encoded bytes. Apply and
 /// replication read entries within moments of their append, so a cache of
@@ -196,12 +196,12 @@ impl LogStore {
         payloads
             .iter()
             .zip(low..)
-            .map(|(payload, index)| match record::decode(payload) {
-                Ok(LogRecord::Entry(entry)) if entry.index == index => Ok(entry),
-                Ok(_) => Err(other(format!(
-                    "the log record where entry {index} was written holds something else"
-                ))),
-                Err(reason) => Err(other(format!("entry {index} read back: {reason}"))),
+            .map(|(payload, index)| {
+                record::decode_entry(payload, index).map_err(|reason| {
+                    other(format!(
+                        "the log record of entry {index}, read back: {reason}"
+                    ))
+                })
             })
             .collect()
     }

@@ -8,8 +8,10 @@ const KIND_ENTRY: u8 = 1;
 const KIND_HARD_STATE: u8 = 2;
 const KIND_SNAPSHOT_MARK: u8 = 3;
 
+/// A record as recovery reads it: an entry is only recognised here (its
+/// index is its record's own); [`decode_entry`] decodes the ones kept.
 pub(crate) enum LogRecord {
-    Entry(Entry),
+    Entry,
     HardState(HardState),
     /// A snapshot received from the leader was installed here, at this log
     /// index: every entry recorded before the mark is superseded by it.
@@ -36,17 +38,10 @@ pub(crate) fn encode_snapshot_mark(index: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&index.to_be_bytes());
 }
 
-/// Whether the record holds an entry, told without decoding it.
-pub(crate) fn is_entry(payload: &[u8]) -> bool {
-    payload.first() == Some(&KIND_ENTRY)
-}
-
 pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
     let (kind, body) = payload.split_first().ok_or("empty record")?;
     match *kind {
-        KIND_ENTRY => Entry::parse_from_bytes(body)
-            .map(LogRecord::Entry)
-            .map_err(|e| e.to_string()),
+        KIND_ENTRY => Ok(LogRecord::Entry),
         KIND_HARD_STATE => HardState::parse_from_bytes(body)
             .map(LogRecord::HardState)
             .map_err(|e| e.to_string()),
@@ -57,4 +52,18 @@ pub(crate) fn decode(payload: &[u8]) -> Result<LogRecord, String> {
             .map_err(|_| "snapshot mark of the wrong length".to_string()),
         other => Err(format!("unknown record kind {other}")),
     }
+}
+
+/// Decodes the entry the record written for `index` holds, refusing a
+/// record that holds anything else.
+pub(crate) fn decode_entry(payload: &[u8], index: u64) -> Result<Entry, String> {
+    let body = match payload.split_first() {
+        Some((&KIND_ENTRY, body)) => body,
+        _ => return Err("it holds something other than an entry".to_string()),
+    };
+    let entry = Entry::parse_from_bytes(body).map_err(|e| e.to_string())?;
+    if entry.index != index {
+        return Err(format!("it holds entry {}", entry.index));
+    }
+    Ok(entry)
 }
