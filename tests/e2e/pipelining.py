@@ -94,8 +94,9 @@ def check_watches_of_a_closed_connection_are_dropped(connect, resume, path: str,
     while many reads still wait behind their writes. Those are answered
     after the connection is gone, or never (what the first connection had
     not read yet is dropped with it); none may leave its watch behind
-    (ZooKeeper's WatchManager ignores a watch whose connection is stale). Several `attempts`, as the writes may all be applied before
-    the session moves. `version()` is the node's version as another client
+    (ZooKeeper's WatchManager ignores a watch whose connection is stale).
+    Several `attempts`, as the writes may all be applied before the
+    session moves. `version()` is the node's version as another client
     reads it, `watch_count()` the server's count of watches."""
     for _ in range(attempts):
         c = connect()

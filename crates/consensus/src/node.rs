@@ -53,6 +53,7 @@ const COMMANDS_PER_TURN_MAX: usize = 4096;
 /// back a page at a time while the state machine applies the pages before,
 /// rather than all of it before the first is applied.
 const COMMITTED_BYTES_PER_READY_MAX: u64 = 4 << 20;
+
 /// A proposal or read-index request not answered in this long is given up
 /// (its waiter dropped): its leader was lost, or the message was.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
