@@ -142,7 +142,7 @@ fn trigger(path: &str, event: EventType, acl: &[Acl]) -> Trigger {
     Trigger {
         path: path.to_owned(),
         event,
-        acl: Arc::from(acl),
+        acl: Arc::new(acl.to_vec()),
     }
 }
 

@@ -237,7 +237,7 @@ impl DataTree {
         let acl: AclList = if *parent.acl == acl[..] {
             parent.acl.clone()
         } else {
-            Arc::from(acl)
+            Arc::new(acl)
         };
         let stat = self.create_node(
             &path,
@@ -335,7 +335,7 @@ impl DataTree {
             return Err(ErrorCode::NoAuth);
         }
         let new_aversion = next_version(node.stat.aversion, version)?;
-        let stat = self.set_node_acl(path, Arc::from(acl), new_aversion);
+        let stat = self.set_node_acl(path, Arc::new(acl), new_aversion);
         Ok(Outcome::SetAcl { stat })
     }
 

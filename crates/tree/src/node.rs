@@ -111,19 +111,24 @@ pub struct Node {
     pub children: Children,
 }
 
+// A node and its `Arc`'s two counts fill the allocator's 128-byte size
+// class (see `AclList`); a field more would cost every znode 32 bytes.
+const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 128);
+
 /// A znode's children, held by their full paths: the same `Arc<str>` the
 /// nodes map is keyed by, so a child costs its parent one set entry and no
 /// allocation of its own. Siblings share their parent's prefix, so path
 /// order is their names' order. Most znodes have no children, and an empty
 /// `OrdSet` still allocates a full B-tree node (about 1.5 KB), so the set
-/// exists only while there are children.
+/// exists only while there are children, and is boxed so that a leaf pays
+/// one word for it (see `AclList` for the size this keeps a node to).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Children(Option<OrdSet<Arc<str>>>);
+pub struct Children(Option<Box<OrdSet<Arc<str>>>>);
 
 impl Children {
     /// Adds the child whose full path is `path`.
     pub fn insert(&mut self, path: Arc<str>) {
-        self.0.get_or_insert_with(OrdSet::new).insert(path);
+        self.0.get_or_insert_with(Box::default).insert(path);
     }
 
     /// Removes the child whose full path is `path`.
@@ -137,7 +142,7 @@ impl Children {
     }
 
     pub fn len(&self) -> usize {
-        self.0.as_ref().map_or(0, OrdSet::len)
+        self.0.as_ref().map_or(0, |set| set.len())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -151,7 +156,7 @@ impl Children {
 
     /// The children's full paths, in order.
     pub(crate) fn paths(&self) -> impl Iterator<Item = &Arc<str>> {
-        self.0.iter().flat_map(OrdSet::iter)
+        self.0.iter().flat_map(|set| set.iter())
     }
 
     /// Names of the children whose paths sort after `path` (a sibling's

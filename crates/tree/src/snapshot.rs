@@ -340,7 +340,7 @@ fn read_node(
     let acl = match acls.get(&acl) {
         Some(shared) => shared.clone(),
         None => {
-            let shared: AclList = Arc::from(acl.clone());
+            let shared: AclList = Arc::new(acl.clone());
             acls.insert(acl, shared.clone());
             shared
         }

@@ -66,8 +66,8 @@ impl DataTree {
     /// zeroed stats; the config node readable by all and, since the
     /// `DataTree` constructor sets its ACL with version -1, aversion -1.
     pub fn new() -> Self {
-        let open: AclList = Arc::from(Acl::open_unsafe());
-        let read_only: AclList = Arc::from(Acl::read_unsafe());
+        let open: AclList = Arc::new(Acl::open_unsafe());
+        let read_only: AclList = Arc::new(Acl::read_unsafe());
         let empty = || Node::new(Some(Bytes::new()), open.clone(), StatPersisted::default());
         let mut root = empty();
         root.children.insert(Arc::from(PROC_ZOOKEEPER));
