@@ -235,7 +235,6 @@ async fn spread(cluster: &Cluster) {
     }
 }
 
-/// Which of `clients`' sessions each server serves, from its `cons`.
 /// [`sessions_per_server`] once each session is listed by one server: a
 /// server lists a moved session's old connection until it has read the
 /// client's close, which under load can come after the client reports
@@ -252,6 +251,7 @@ async fn settled_sessions_per_server(ports: &[u16], clients: &[Client]) -> BTree
     }
 }
 
+/// Which of `clients`' sessions each server serves, from its `cons`.
 fn sessions_per_server(ports: &[u16], clients: &[Client]) -> BTreeMap<u16, usize> {
     let ours: Vec<String> = clients
         .iter()
