@@ -14,7 +14,9 @@ use jute::{Acl, ErrorCode, Id};
 /// triggers that carry it (ZooKeeper shares them through its ACL cache).
 /// A thin pointer (`Arc<Vec>`, not `Arc<[Acl]>`'s two words): with the
 /// children set boxed, a node and its reference counts take 128 bytes,
-/// the allocator's size class below the 160 they took.
+/// the allocator's size class below the 160 they took: 486 -> 457 MB
+/// resident for 1M znodes (`cargo run --release -p tree --example
+/// tree_costs -- 1000000 1000000 1000`).
 pub type AclList = Arc<Vec<Acl>>;
 
 /// Schemes whose ids `auth` ACLs expand to: those whose provider answers

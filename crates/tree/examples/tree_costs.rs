@@ -1,0 +1,178 @@
+//! What the tree itself costs, with no server around it: the in-process
+//! figures quoted in `nodes.rs` and `snapshot.rs` come from here.
+//!
+//! ```text
+//! cargo run --release -p tree --example tree_costs -- ZNODES OPS [PER_PARENT]
+//! ```
+//!
+//! Creates ZNODES znodes of 128 bytes (all under one parent, or
+//! PER_PARENT to a parent), then applies OPS setData and OPS getData to
+//! random ones, writes a snapshot to memory and loads it back, and prints
+//! the time of each per operation and the resident memory. It allocates
+//! with jemalloc, as the server does.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use jute::{Acl, CreateMode, ErrorCode};
+use tree::{DataTree, Txn, TxnOp};
+
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+const VALUE_BYTES: usize = 128;
+/// The session every txn comes from: a tree takes writes only from live
+/// sessions.
+const SESSION: i64 = 0x100;
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|arg| arg.parse().expect("arguments: ZNODES OPS [PER_PARENT]"))
+        .collect();
+    let (znodes, ops) = match args[..] {
+        [znodes, ops, ..] => (znodes, ops),
+        _ => panic!("arguments: ZNODES OPS [PER_PARENT]"),
+    };
+    let layout = Layout {
+        per_parent: args.get(2).copied(),
+    };
+    let mut tree = Applier::new();
+    let started = Instant::now();
+    tree.create_all(znodes, &layout);
+    report("create", started.elapsed(), znodes);
+    println!("resident after the creates: {} MB", resident_mb());
+
+    let mut random = XorShift(0x9e37_79b9_7f4a_7c15);
+    let paths: Vec<String> = (0..ops)
+        .map(|_| layout.path(random.below(znodes)))
+        .collect();
+    let started = Instant::now();
+    tree.set_all(&paths);
+    report("setData", started.elapsed(), ops);
+    let started = Instant::now();
+    for path in &paths {
+        tree.tree.get_data(path, &[]).expect("a created znode");
+    }
+    report("getData", started.elapsed(), ops);
+
+    let mut image = Vec::new();
+    let started = Instant::now();
+    tree.tree
+        .write_snapshot(&mut image)
+        .expect("writing to memory");
+    report("snapshot write, a znode", started.elapsed(), znodes);
+    let started = Instant::now();
+    DataTree::read_snapshot(&mut &image[..]).expect("the snapshot just written");
+    report("snapshot load, a znode", started.elapsed(), znodes);
+}
+
+struct Layout {
+    per_parent: Option<u64>,
+}
+
+impl Layout {
+    fn parent(&self, i: u64) -> Option<String> {
+        self.per_parent.map(|n| format!("/costs/p{:06}", i / n))
+    }
+
+    fn path(&self, i: u64) -> String {
+        match self.parent(i) {
+            Some(parent) => format!("{parent}/n{i:010}"),
+            None => format!("/costs/n{i:010}"),
+        }
+    }
+}
+
+struct Applier {
+    tree: DataTree,
+    zxid: i64,
+}
+
+impl Applier {
+    fn new() -> Self {
+        let mut applier = Applier {
+            tree: DataTree::new(),
+            zxid: 0,
+        };
+        applier.apply(TxnOp::CreateSession {
+            timeout_ms: 30_000,
+            password: Bytes::new(),
+        });
+        applier.create("/costs".into(), None);
+        applier
+    }
+
+    fn apply(&mut self, op: TxnOp) {
+        self.zxid += 1;
+        let txn = Txn {
+            time_ms: 1,
+            session_id: SESSION,
+            auth: vec![],
+            enforce_quota: false,
+            op,
+        };
+        let applied = self.tree.apply(self.zxid, &txn);
+        assert_eq!(applied.outcome.reply_err(), ErrorCode::Ok, "{txn:?}");
+    }
+
+    fn create(&mut self, path: String, data: Option<Bytes>) {
+        self.apply(TxnOp::Create {
+            path,
+            data,
+            acl: Acl::open_unsafe(),
+            mode: CreateMode::Persistent,
+            ttl_ms: -1,
+        });
+    }
+
+    fn create_all(&mut self, znodes: u64, layout: &Layout) {
+        let value = Bytes::from(vec![b'x'; VALUE_BYTES]);
+        for i in 0..znodes {
+            if let Some(n) = layout.per_parent {
+                if i % n == 0 {
+                    self.create(layout.parent(i).expect("a layout with parents"), None);
+                }
+            }
+            self.create(layout.path(i), Some(value.clone()));
+        }
+    }
+
+    fn set_all(&mut self, paths: &[String]) {
+        let value = Bytes::from(vec![b'y'; VALUE_BYTES]);
+        for path in paths {
+            self.apply(TxnOp::SetData {
+                path: path.clone(),
+                data: Some(value.clone()),
+                version: -1,
+            });
+        }
+    }
+}
+
+fn report(what: &str, elapsed: Duration, count: u64) {
+    let per_op_ns = elapsed.as_nanos() as f64 / count.max(1) as f64;
+    println!("{what}: {per_op_ns:.0} ns");
+}
+
+fn resident_mb() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|field| field.parse().ok())
+        .unwrap_or(0);
+    pages * 4096 / 1_000_000
+}
+
+/// Deterministic picks, so runs of different builds touch the same znodes.
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, bound: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % bound
+    }
+}
