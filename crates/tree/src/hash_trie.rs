@@ -100,21 +100,45 @@ impl<V> Branch<V> {
 }
 
 impl<V: Clone> Branch<V> {
-    /// The slots, to rebuild: moved out when no clone shares them.
-    fn take_slots(&mut self) -> Vec<Slot<V>> {
+    /// Slot `at`, moved out when no clone shares the array.
+    fn take_slot(&mut self, at: usize) -> Slot<V> {
         match Arc::get_mut(&mut self.slots) {
-            Some(unique) => unique.iter_mut().map(std::mem::take).collect(),
-            None => self.slots.to_vec(),
+            Some(unique) => std::mem::take(&mut unique[at]),
+            None => self.slots[at].clone(),
         }
+    }
+
+    /// Replaces the slot array by one with `removed` slots from `at` left
+    /// out and `inserted` put in their place, in a single allocation: the
+    /// slots are moved when no clone shares them, and copied otherwise.
+    fn splice(&mut self, at: usize, removed: usize, inserted: Option<Slot<V>>) {
+        // Each side is a chain of exact-size iterators, which `Arc<[_]>`
+        // collects into one allocation of the right size.
+        self.slots = match Arc::get_mut(&mut self.slots) {
+            Some(unique) => {
+                let (head, rest) = unique.split_at_mut(at);
+                let tail = &mut rest[removed..];
+                let take = std::mem::take;
+                (head.iter_mut().map(take))
+                    .chain(inserted)
+                    .chain(tail.iter_mut().map(take))
+                    .collect()
+            }
+            None => {
+                let (head, rest) = self.slots.split_at(at);
+                (head.iter().cloned())
+                    .chain(inserted)
+                    .chain(rest[removed..].iter().cloned())
+                    .collect()
+            }
+        };
     }
 
     fn insert(&mut self, level: u32, key: u64, value: V) -> Option<V> {
         let bit = slot_bit(key, level);
         let at = self.position(bit);
         if self.used & bit == 0 {
-            let mut slots = self.take_slots();
-            slots.insert(at, Slot::Leaf(key, value));
-            self.slots = Arc::from(slots);
+            self.splice(at, 0, Some(Slot::Leaf(key, value)));
             self.used |= bit;
             return None;
         }
@@ -155,11 +179,10 @@ impl<V: Clone> Branch<V> {
         match &self.slots[at] {
             Slot::Leaf(k, _) if *k != key => None,
             Slot::Leaf(..) => {
-                let mut slots = self.take_slots();
-                let Slot::Leaf(_, value) = slots.remove(at) else {
+                let Slot::Leaf(_, value) = self.take_slot(at) else {
                     unreachable!("matched a leaf")
                 };
-                self.slots = Arc::from(slots);
+                self.splice(at, 1, None);
                 self.used &= !bit;
                 Some(value)
             }
@@ -171,8 +194,7 @@ impl<V: Clone> Branch<V> {
                 let removed = child.remove(level + 1, key)?;
                 // A branch left with one leaf gives way to it.
                 if let [Slot::Leaf(..)] = child.slots[..] {
-                    let leaf = child.take_slots().pop().expect("one slot");
-                    *slot = leaf;
+                    *slot = child.take_slot(0);
                 }
                 Some(removed)
             }
