@@ -62,9 +62,15 @@ fn main() {
         .write_snapshot(&mut image)
         .expect("writing to memory");
     report("snapshot write, a znode", started.elapsed(), znodes);
+    let resident_before = resident_mb();
     let started = Instant::now();
-    DataTree::read_snapshot(&mut &image[..]).expect("the snapshot just written");
+    let loaded = DataTree::read_snapshot(&mut &image[..]).expect("the snapshot just written");
     report("snapshot load, a znode", started.elapsed(), znodes);
+    println!(
+        "resident taken by the loaded copy: {} MB",
+        resident_mb() - resident_before
+    );
+    drop(loaded);
 }
 
 struct Layout {

@@ -51,7 +51,7 @@ impl DataTree {
             data_bytes_approx: 0,
         };
         let mut acls: HashMap<Vec<Acl>, AclList> = HashMap::new();
-        let mut loading = Loading::default();
+        let mut loading = Loading::new();
         for record in znodes {
             path::validate_path(&record.path).map_err(|_| {
                 SnapshotError::Corrupt(format!("znode path {:?} is not valid", record.path))
@@ -63,10 +63,7 @@ impl DataTree {
             let node = Node::new(record.data, acl, record.stat);
             tree.insert_loaded(&mut loading, Arc::from(record.path), node)?;
         }
-        if !tree.nodes.contains(ROOT) {
-            return Err(SnapshotError::Corrupt("no root znode".to_owned()));
-        }
-        tree.adopt_children(loading)?;
+        tree.finish_loading(loading)?;
         if !tree.nodes.contains(CONFIG_ZOOKEEPER) {
             tree.add_config_node();
         }

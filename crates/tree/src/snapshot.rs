@@ -28,8 +28,8 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, Id};
 
 use crate::acl::AclList;
-use crate::node::{Node, OwnerKind, StatPersisted};
-use crate::nodes::Nodes;
+use crate::node::{Children, Node, OwnerKind, StatPersisted};
+use crate::nodes::{Nodes, NodesLoader};
 use crate::path;
 use crate::session::SessionInfo;
 use crate::DataTree;
@@ -41,9 +41,6 @@ const FORMAT: i32 = 3;
 const FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=FORMAT;
 /// Flush the write buffer to the output at about this size.
 const WRITE_CHUNK_BYTES: usize = 64 * 1024;
-/// Bytes reserved up front for one field; longer fields grow as they are
-/// read, so a corrupt length cannot allocate more than the input holds.
-const READ_RESERVE_BYTES: usize = 64 * 1024;
 
 /// Nodes decoded per batch handed to the thread that indexes them.
 const LOAD_BATCH_NODES: u64 = 4096;
@@ -62,6 +59,10 @@ const LOAD_BATCHES_AHEAD: usize = 4;
 /// µs a node either way), and sorted inserts leave imbl's B-tree nodes
 /// half full rather than about 70%.
 const SORTED_ADOPTION_CHILDREN_MIN: usize = 1 << 16;
+
+/// Loaded children, over all parents, below which their sets are built on
+/// one thread: starting more costs more than it saves.
+const PARALLEL_ADOPTION_CHILDREN_MIN: usize = 1 << 14;
 
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -163,12 +164,13 @@ impl DataTree {
         w.out.write_all(&w.crc.to_be_bytes())
     }
 
-    /// Reads a snapshot written by [`DataTree::write_snapshot`], consuming
-    /// exactly its bytes. Reads field by field: pass a buffered reader.
+    /// Reads a snapshot written by [`DataTree::write_snapshot`], which
+    /// must be the whole of `input`: it is read in chunks of its own, so
+    /// it need not be buffered, and whatever follows the snapshot may be
+    /// read too.
     pub fn read_snapshot(input: &mut (dyn Read + Send)) -> Result<DataTree, SnapshotError> {
         let mut r = SnapReader::new(input);
-        let mut magic = [0u8; 8];
-        r.exact(&mut magic)?;
+        let magic: [u8; 8] = r.array()?;
         if &magic != MAGIC {
             return Err(SnapshotError::BadMagic);
         }
@@ -210,9 +212,6 @@ impl DataTree {
             return Err(corrupt(format!("node count {node_count}")));
         }
         tree.load_nodes(r, node_count as u64)?;
-        if !tree.nodes.contains(path::ROOT) {
-            return Err(corrupt("no root node".to_owned()));
-        }
         Ok(tree)
     }
 
@@ -240,7 +239,7 @@ impl DataTree {
                 }
                 r.check_crc()
             });
-            let mut loading = Loading::default();
+            let mut loading = Loading::new();
             for batch in decoded {
                 for (p, node) in batch {
                     self.insert_loaded(&mut loading, p, node)?;
@@ -249,14 +248,14 @@ impl DataTree {
             decoder
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            self.adopt_children(loading)
+            self.finish_loading(loading)
         })
     }
 
     /// Adds a node read from a snapshot and indexes it, as ZooKeeper's
     /// `DataTree.deserialize` does. Nodes may come in any order; a path
     /// there twice is refused. The node's path is noted for its parent,
-    /// which [`Self::adopt_children`] gives all its children at once.
+    /// which [`Self::finish_loading`] gives all its children at once.
     pub(crate) fn insert_loaded(
         &mut self,
         loading: &mut Loading,
@@ -288,46 +287,115 @@ impl DataTree {
                 self.ephemerals.entry(id).or_default().insert(p.clone());
             }
         }
-        if self.nodes.insert(p.clone(), Arc::new(node)).is_some() {
-            return Err(corrupt(format!("node {p:?} is there twice")));
-        }
-        Ok(())
+        loading
+            .nodes
+            .add(p, Arc::new(node))
+            .map_err(|p| corrupt(format!("node {p:?} is there twice")))
     }
 
-    /// Gives every loaded parent the names of its children.
-    pub(crate) fn adopt_children(&mut self, loading: Loading) -> Result<(), SnapshotError> {
-        for (parent_path, mut paths) in loading.children {
+    /// Makes the loaded nodes this tree's, and gives every parent the
+    /// names of its children.
+    pub(crate) fn finish_loading(&mut self, loading: Loading) -> Result<(), SnapshotError> {
+        self.nodes = loading.nodes.finish();
+        if !self.nodes.contains(path::ROOT) {
+            return Err(corrupt("no root znode".to_owned()));
+        }
+        for (parent_path, children) in children_sets(loading.children) {
             let parent = self.nodes.get_mut(&parent_path).ok_or_else(|| {
                 corrupt(format!(
                     "{parent_path:?}, parent of {:?}, is missing",
-                    paths.first()
+                    children.iter().next()
                 ))
             })?;
-            if paths.len() >= SORTED_ADOPTION_CHILDREN_MIN {
-                paths.sort_unstable();
-            }
-            let children = &mut Arc::make_mut(parent).children;
-            for child in paths {
-                children.insert(child);
-            }
+            Arc::make_mut(parent).children = children;
         }
         Ok(())
     }
 }
 
-/// What loading a snapshot keeps until every node is in, so that a parent
-/// is looked up in the whole tree once rather than once per child.
-#[derive(Default)]
+/// Each parent's children as the set its node keeps. Building a set
+/// compares paths, a cache miss each: at 1,000 children a parent that was
+/// half of loading a snapshot, so the parents are shared out among the
+/// cores by their children's count, and built at once.
+fn children_sets(children: ChildPaths) -> Vec<(Arc<str>, Children)> {
+    let total: usize = children.values().map(Vec::len).sum();
+    let threads = match total {
+        0..PARALLEL_ADOPTION_CHILDREN_MIN => 1,
+        _ => std::thread::available_parallelism().map_or(1, usize::from),
+    };
+    let mut shares: Vec<Vec<Adoption>> = (0..threads).map(|_| Vec::new()).collect();
+    let mut shared_out = vec![0; threads];
+    for (parent, paths) in children {
+        let least = (0..threads)
+            .min_by_key(|&i| shared_out[i])
+            .expect("a thread");
+        shared_out[least] += paths.len();
+        shares[least].push((parent, paths));
+    }
+    let build = |share: Vec<Adoption>| {
+        share
+            .into_iter()
+            .map(|(parent, paths)| (parent, children_set(paths)))
+            .collect::<Vec<_>>()
+    };
+    if threads == 1 {
+        return shares.into_iter().flat_map(build).collect();
+    }
+    std::thread::scope(|scope| {
+        let built: Vec<_> = shares
+            .into_iter()
+            .map(|share| scope.spawn(move || build(share)))
+            .collect();
+        built
+            .into_iter()
+            .flat_map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
+fn children_set(mut paths: Vec<Arc<str>>) -> Children {
+    if paths.len() >= SORTED_ADOPTION_CHILDREN_MIN {
+        paths.sort_unstable();
+    }
+    let mut children = Children::default();
+    for child in paths {
+        children.insert(child);
+    }
+    children
+}
+
+/// What loading a snapshot keeps until every node is in: the nodes map
+/// being built, and each parent's children, so that a parent is looked up
+/// in the whole tree once rather than once per child.
 pub(crate) struct Loading {
-    /// Parent path -> its children's paths, in snapshot order.
-    children: HashMap<Arc<str>, Vec<Arc<str>>>,
+    nodes: NodesLoader,
+    children: ChildPaths,
+}
+
+/// Parent path -> its children's paths, in snapshot order.
+type ChildPaths = HashMap<Arc<str>, Vec<Arc<str>>>;
+
+/// A parent's path and its children's.
+type Adoption = (Arc<str>, Vec<Arc<str>>);
+
+impl Loading {
+    pub(crate) fn new() -> Self {
+        Loading {
+            nodes: NodesLoader::new(),
+            children: HashMap::new(),
+        }
+    }
 }
 
 fn read_node(
     r: &mut SnapReader,
     acls: &mut HashMap<Vec<Acl>, AclList>,
 ) -> Result<(Arc<str>, Node), SnapshotError> {
-    let p: Arc<str> = Arc::from(r.string()?);
+    let p: Arc<str> = Arc::from(r.str()?);
     let data = r.opt_bytes()?.map(Bytes::from);
     let mut acl = Vec::new();
     for _ in 0..r.count()? {
@@ -361,77 +429,92 @@ fn read_node(
     Ok((p, Node::new(data, acl, stat)))
 }
 
-/// Reads exact fields and checksums them.
-/// Reads fields and checksums what it read. A node is a dozen fields of
-/// a few bytes each, and crc32c costs about as much per call as per 64
-/// bytes: the bytes read wait in `unchecked` and are checksummed a few KB
-/// at a time (per field, the checksum was 13% of loading a 1M-node tree).
+/// Reads a snapshot's fields from chunks of its input, and checksums each
+/// chunk once it is decoded. A node is a dozen fields of a few bytes
+/// each: read one at a time through `Read`, and checksummed one at a
+/// time, the calls alone cost more than decoding them.
 struct SnapReader<'a> {
     input: &'a mut (dyn Read + Send),
+    /// `buf[..end]` was read from `input`, and is decoded up to `at`.
+    buf: Vec<u8>,
+    at: usize,
+    end: usize,
+    /// The checksum of every byte decoded before `buf`.
     crc: u32,
-    unchecked: Vec<u8>,
 }
 
-/// Bytes read before they are checksummed in one call.
-const CRC_BATCH_BYTES: usize = 4096;
+/// Bytes read from the input at a time.
+const READ_CHUNK_BYTES: usize = 256 * 1024;
 
 impl<'a> SnapReader<'a> {
     fn new(input: &'a mut (dyn Read + Send)) -> Self {
         SnapReader {
             input,
+            buf: vec![0; READ_CHUNK_BYTES],
+            at: 0,
+            end: 0,
             crc: 0,
-            unchecked: Vec::with_capacity(CRC_BATCH_BYTES * 2),
         }
     }
 
     /// Reads the checksum that ends the snapshot and compares it with
     /// that of every byte read before it.
     fn check_crc(&mut self) -> Result<(), SnapshotError> {
-        self.check_batch();
+        self.checksum_decoded();
         let computed = self.crc;
-        let mut stored = [0u8; 4];
-        self.input.read_exact(&mut stored)?;
-        let stored = u32::from_be_bytes(stored);
+        let stored = u32::from_be_bytes(self.array()?);
         if stored != computed {
             return Err(SnapshotError::Checksum { stored, computed });
         }
         Ok(())
     }
 
-    fn check_batch(&mut self) {
-        self.crc = crc32c::crc32c_append(self.crc, &self.unchecked);
-        self.unchecked.clear();
+    /// Adds the bytes decoded to the checksum, and moves the rest to the
+    /// front of the buffer.
+    fn checksum_decoded(&mut self) {
+        self.crc = crc32c::crc32c_append(self.crc, &self.buf[..self.at]);
+        self.buf.copy_within(self.at..self.end, 0);
+        self.end -= self.at;
+        self.at = 0;
     }
 
-    /// Counts `bytes` in the checksum.
-    fn checked(&mut self, bytes: &[u8]) {
-        if bytes.len() >= CRC_BATCH_BYTES {
-            self.check_batch();
-            self.crc = crc32c::crc32c_append(self.crc, bytes);
-        } else {
-            self.unchecked.extend_from_slice(bytes);
-            if self.unchecked.len() >= CRC_BATCH_BYTES {
-                self.check_batch();
+    /// The next `len` bytes.
+    fn take(&mut self, len: usize) -> Result<&[u8], SnapshotError> {
+        if self.end - self.at < len {
+            self.fill(len)?;
+        }
+        let field = &self.buf[self.at..self.at + len];
+        self.at += len;
+        Ok(field)
+    }
+
+    /// Reads until `len` bytes wait to be decoded. The buffer grows a
+    /// chunk at a time, once full, so a corrupt length cannot allocate
+    /// more than the input holds.
+    fn fill(&mut self, len: usize) -> Result<(), SnapshotError> {
+        self.checksum_decoded();
+        while self.end < len {
+            if self.end == self.buf.len() {
+                self.buf.resize(self.end + READ_CHUNK_BYTES, 0);
+            }
+            match read_some(self.input, &mut self.buf[self.end..])? {
+                0 => return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into())),
+                read => self.end += read,
             }
         }
-    }
-
-    fn exact(&mut self, buf: &mut [u8]) -> Result<(), SnapshotError> {
-        self.input.read_exact(buf)?;
-        self.checked(buf);
         Ok(())
     }
 
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+        Ok(self.take(N)?.try_into().expect("took N bytes"))
+    }
+
     fn i32(&mut self) -> Result<i32, SnapshotError> {
-        let mut b = [0u8; 4];
-        self.exact(&mut b)?;
-        Ok(i32::from_be_bytes(b))
+        Ok(i32::from_be_bytes(self.array()?))
     }
 
     fn i64(&mut self) -> Result<i64, SnapshotError> {
-        let mut b = [0u8; 8];
-        self.exact(&mut b)?;
-        Ok(i64::from_be_bytes(b))
+        Ok(i64::from_be_bytes(self.array()?))
     }
 
     fn count(&mut self) -> Result<i32, SnapshotError> {
@@ -442,9 +525,14 @@ impl<'a> SnapReader<'a> {
         Ok(n)
     }
 
-    fn bytes(&mut self) -> Result<Vec<u8>, SnapshotError> {
+    /// A length-prefixed field.
+    fn field(&mut self) -> Result<&[u8], SnapshotError> {
         let len = self.count()?;
-        self.bytes_of_len(len as usize)
+        self.take(len as usize)
+    }
+
+    fn bytes(&mut self) -> Result<Vec<u8>, SnapshotError> {
+        Ok(self.field()?.to_vec())
     }
 
     /// A buffer that may be null (length -1).
@@ -452,29 +540,26 @@ impl<'a> SnapReader<'a> {
         match self.i32()? {
             -1 => Ok(None),
             n if n < 0 => Err(corrupt(format!("negative length {n}"))),
-            n => self.bytes_of_len(n as usize).map(Some),
+            n => Ok(Some(self.take(n as usize)?.to_vec())),
         }
     }
 
-    fn bytes_of_len(&mut self, len: usize) -> Result<Vec<u8>, SnapshotError> {
-        let buf = if len <= READ_RESERVE_BYTES {
-            let mut buf = vec![0; len];
-            self.input.read_exact(&mut buf)?;
-            buf
-        } else {
-            let mut buf = Vec::with_capacity(READ_RESERVE_BYTES);
-            let read = (&mut self.input).take(len as u64).read_to_end(&mut buf)?;
-            if read != len {
-                return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into()));
-            }
-            buf
-        };
-        self.checked(&buf);
-        Ok(buf)
+    fn str(&mut self) -> Result<&str, SnapshotError> {
+        std::str::from_utf8(self.field()?).map_err(|_| corrupt("string is not UTF-8"))
     }
 
     fn string(&mut self) -> Result<String, SnapshotError> {
-        String::from_utf8(self.bytes()?).map_err(|_| corrupt("string is not UTF-8"))
+        self.str().map(str::to_owned)
+    }
+}
+
+/// `Read::read`, again when a signal interrupted it.
+fn read_some(input: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        match input.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            result => return result,
+        }
     }
 }
 
@@ -553,5 +638,30 @@ mod tests {
         let listed: Vec<&str> = tree.nodes.get("/p").unwrap().children.iter().collect();
         let expected: Vec<String> = (0..count).map(|i| format!("c{i:06}")).collect();
         assert_eq!(listed, expected);
+    }
+
+    /// Enough children, over many parents, for their sets to be built on
+    /// several threads (given the cores): each parent gets its own, in
+    /// order, and a parent missing among them is still refused.
+    #[test]
+    fn many_parents_of_many_children_each_get_theirs() {
+        let (parents, per_parent) = (20, PARALLEL_ADOPTION_CHILDREN_MIN / 16);
+        let mut paths = vec!["/".to_owned()];
+        for c in (0..per_parent).rev() {
+            for p in 0..parents {
+                paths.push(format!("/p{p:02}/c{c:05}"));
+            }
+        }
+        paths.extend((0..parents).map(|p| format!("/p{p:02}")));
+        let as_strs: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let tree = load(&as_strs).unwrap();
+        let expected: Vec<String> = (0..per_parent).map(|c| format!("c{c:05}")).collect();
+        for p in 0..parents {
+            let node = tree.nodes.get(&format!("/p{p:02}")).unwrap();
+            assert_eq!(node.children.iter().collect::<Vec<_>>(), expected);
+        }
+
+        let without_p07: Vec<&str> = as_strs.into_iter().filter(|p| *p != "/p07").collect();
+        assert!(matches!(load(&without_p07), Err(SnapshotError::Corrupt(e)) if e.contains("/p07")));
     }
 }

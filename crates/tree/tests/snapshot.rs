@@ -139,16 +139,33 @@ fn corruption_is_detected() {
     ));
 }
 
+/// Hands out at most `step` bytes a read, as a pipe or socket may.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    step: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.step.min(out.len()).min(self.bytes.len());
+        out[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+/// Fields split across reads, and data larger than one chunk of the
+/// reader (1 MB, over several), load as they were written.
 #[test]
-fn reading_consumes_exactly_the_snapshot() {
-    let tree = DataTree::new();
+fn a_snapshot_arriving_in_pieces_loads_whole() {
+    let mut h = busy_tree();
+    h.mk("/big", &"y".repeat(1 << 20));
     let mut buf = Vec::new();
-    tree.write_snapshot(&mut buf).unwrap();
-    let len = buf.len();
-    buf.extend_from_slice(b"after");
-    let mut cursor = Cursor::new(buf);
-    DataTree::read_snapshot(&mut cursor).unwrap();
-    assert_eq!(cursor.position() as usize, len);
+    h.tree.write_snapshot(&mut buf).unwrap();
+    for step in [1, 7, 4096, usize::MAX] {
+        let loaded = DataTree::read_snapshot(&mut Trickle { bytes: &buf, step }).unwrap();
+        assert_eq!(loaded, h.tree, "read {step} bytes at a time");
+    }
 }
 
 /// What a migration reads out of a tree and builds a tree from.
