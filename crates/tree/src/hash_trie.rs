@@ -134,25 +134,32 @@ impl<V: Clone> Branch<V> {
         };
     }
 
-    fn insert(&mut self, level: u32, key: u64, value: V) -> Option<V> {
+    fn get_or_insert_with(&mut self, level: u32, key: u64, make: impl FnOnce() -> V) -> &mut V {
         let bit = slot_bit(key, level);
         let at = self.position(bit);
         if self.used & bit == 0 {
-            self.splice(at, 0, Some(Slot::Leaf(key, value)));
+            self.splice(at, 0, Some(Slot::Leaf(key, make())));
             self.used |= bit;
-            return None;
+            let slots = Arc::get_mut(&mut self.slots).expect("the splice made it");
+            let Slot::Leaf(_, value) = &mut slots[at] else {
+                unreachable!("the leaf just added")
+            };
+            return value;
         }
         let slot = &mut Arc::make_mut(&mut self.slots)[at];
+        if matches!(slot, Slot::Leaf(k, _) if *k != key) {
+            let Slot::Leaf(k, v) = std::mem::take(slot) else {
+                unreachable!("matched a leaf")
+            };
+            *slot = Slot::Branch(Branch::of_two(level + 1, (k, v), (key, make())));
+            let Slot::Branch(child) = slot else {
+                unreachable!("the branch just made")
+            };
+            return child.get_mut(level + 1, key).expect("the key just added");
+        }
         match slot {
-            Slot::Branch(child) => child.insert(level + 1, key, value),
-            Slot::Leaf(k, v) if *k == key => Some(std::mem::replace(v, value)),
-            Slot::Leaf(..) => {
-                let Slot::Leaf(k, v) = std::mem::take(slot) else {
-                    unreachable!("matched a leaf")
-                };
-                *slot = Slot::Branch(Branch::of_two(level + 1, (k, v), (key, value)));
-                None
-            }
+            Slot::Leaf(_, value) => value,
+            Slot::Branch(child) => child.get_or_insert_with(level + 1, key, make),
             Slot::Vacant => unreachable!("{VACANT}"),
         }
     }
@@ -223,9 +230,19 @@ impl<V: Clone> HashTrie<V> {
         self.root.get_mut(0, key)
     }
 
+    /// The value at `key`, made by `make` if there is none, to change in
+    /// place: one descent where a lookup and then an insert take two.
+    pub(crate) fn get_or_insert_with(&mut self, key: u64, make: impl FnOnce() -> V) -> &mut V {
+        self.root.get_or_insert_with(0, key, make)
+    }
+
     /// Adds or replaces the value at `key`; returns the one replaced.
+    /// The server inserts only through [`Self::get_or_insert_with`].
+    #[cfg(test)]
     pub(crate) fn insert(&mut self, key: u64, value: V) -> Option<V> {
-        self.root.insert(0, key, value)
+        let mut new = Some(value);
+        let slot = self.get_or_insert_with(key, || new.take().expect("made once"));
+        new.map(|value| std::mem::replace(slot, value))
     }
 
     pub(crate) fn remove(&mut self, key: u64) -> Option<V> {
@@ -377,6 +394,7 @@ mod tests {
         Insert(u64, u32),
         Remove(u64),
         Change(u64, u32),
+        GetOrInsert(u64, u32),
         Clone,
     }
 
@@ -385,6 +403,7 @@ mod tests {
             3 => (key(), any::<u32>()).prop_map(|(k, v)| Op::Insert(k, v)),
             2 => key().prop_map(Op::Remove),
             1 => (key(), any::<u32>()).prop_map(|(k, v)| Op::Change(k, v)),
+            2 => (key(), any::<u32>()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
             1 => Just(Op::Clone),
         ]
     }
@@ -424,6 +443,13 @@ mod tests {
                         let found = trie.get_mut(k).map(|old| std::mem::replace(old, v));
                         let expected = model.get_mut(&k).map(|old| std::mem::replace(old, v));
                         prop_assert_eq!(found, expected);
+                    }
+                    Op::GetOrInsert(k, v) => {
+                        let found = trie.get_or_insert_with(k, || v);
+                        let expected = model.entry(k).or_insert(v);
+                        prop_assert_eq!(*found, *expected);
+                        *found = found.wrapping_add(1);
+                        *expected = expected.wrapping_add(1);
                     }
                     Op::Clone => clones.push((trie.clone(), model.clone())),
                 }

@@ -67,13 +67,13 @@ impl Nodes {
     /// Adds or replaces the node at `path`; returns the one replaced.
     pub(crate) fn insert(&mut self, path: Arc<str>, node: Arc<Node>) -> Option<Arc<Node>> {
         let hash = path_hash(&path);
-        let replaced = match self.by_hash.get_mut(hash) {
-            None => {
-                self.by_hash.insert(hash, Bucket::One(path, node));
-                None
-            }
-            Some(bucket) => bucket.insert(path, node),
-        };
+        let mut new = Some((path, node));
+        let bucket = self.by_hash.get_or_insert_with(hash, || {
+            let (path, node) = new.take().expect("made once");
+            Bucket::One(path, node)
+        });
+        // `new` is still there when the hash had a bucket already.
+        let replaced = new.and_then(|(path, node)| bucket.insert(path, node));
         if replaced.is_none() {
             self.len += 1;
         }
