@@ -128,6 +128,42 @@ impl Results<'_> {
         Some(rate(largest)? / rate(0.0)?)
     }
 
+    /// How long a server took to serve again after a restart holding the
+    /// largest tree, replaying whatever log its last snapshot left. The
+    /// goal is set at 10M znodes, so a smaller run does not meet it.
+    fn restart_line(&self) -> Line {
+        let largest = |system| {
+            let m = self.get(1, "treesize", system)?;
+            m.rows.iter().filter_map(|r| r.x).reduce(f64::max)
+        };
+        let restart = |system| {
+            let size = largest(system)?;
+            self.metric(
+                1,
+                "treesize",
+                system,
+                &format!("server @ {size} znodes"),
+                "restart_s",
+            )
+        };
+        let paddock = restart(System::Paddock);
+        let size = largest(System::Paddock);
+        Line {
+            what: format!(
+                "restart at the largest tree, {} znodes (standalone, treesize)",
+                size.map_or_else(|| "–".to_owned(), |s| s.to_string())
+            ),
+            unit: "s",
+            zk: restart(System::Zookeeper),
+            paddock,
+            higher_better: false,
+            goal: "under 5 s at 10M znodes",
+            met: paddock
+                .zip(size)
+                .map(|(seconds, size)| size >= 1e7 && seconds < 5.0),
+        }
+    }
+
     /// Issue 12's session storm, standalone: how soon the ephemerals of
     /// sessions lost at once are gone, and the foreground writer's p99
     /// meanwhile and while a herd reconnects after a restart.
@@ -184,6 +220,7 @@ impl Results<'_> {
                 met: paddock.map(|p| p >= 0.9),
             });
         }
+        lines.push(self.restart_line());
         let Some(crud) = self.get(1, "crud-10gb", System::Paddock) else {
             return lines;
         };
@@ -779,5 +816,37 @@ mod tests {
             .find(|l| l.what.starts_with("writes"))
             .unwrap();
         assert_eq!(writes.met, Some(true));
+    }
+
+    /// The restart at the largest tree meets its goal only when that tree
+    /// held 10M znodes and the server served again within 5 s.
+    #[test]
+    fn a_restart_meets_its_goal_only_at_10m_znodes() {
+        let treesize = |system, largest: f64, restart_s: f64| {
+            let mut m = Measurement::new("treesize", "x", String::new());
+            for (size, seconds) in [(0.0, 0.2), (largest, restart_s)] {
+                m.rows.push(
+                    Row::new(format!("server @ {size} znodes"))
+                        .at(size)
+                        .metric("restart_s", seconds),
+                );
+            }
+            Outcome {
+                servers: 1,
+                workload: "treesize",
+                system,
+                result: Ok(m),
+            }
+        };
+        for (largest, restart_s, met) in [(1e7, 4.0, true), (1e7, 17.0, false), (5e4, 0.5, false)] {
+            let outcomes = [
+                treesize(System::Zookeeper, largest, 30.0),
+                treesize(System::Paddock, largest, restart_s),
+            ];
+            let line = Results(&outcomes).restart_line();
+            assert_eq!(line.paddock, Some(restart_s));
+            assert_eq!(line.zk, Some(30.0));
+            assert_eq!(line.met, Some(met), "{largest} znodes in {restart_s} s");
+        }
     }
 }
