@@ -238,7 +238,14 @@ impl<W: Send + 'static> Consensus<W> {
         committed: UnboundedSender<Applying<W>>,
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
+        let started = std::time::Instant::now();
         let log = DurableLog::open(&config.log_dir, &config.voters, &config.learners, snapshot)?;
+        tracing::info!(
+            last_index = log.last_index(),
+            after_snapshot = log.last_index() - snapshot.map_or(0, |s| s.index),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "recovered the raft log"
+        );
         let fence = Fence::open(
             &config.log_dir,
             config.id,
