@@ -781,23 +781,30 @@ mod tests {
         assert_eq!(advantage(None, Some(3.0), true), None);
     }
 
+    /// A standalone treesize outcome of one `metric` in rows named
+    /// `{kind} @ {size} znodes`, a row for each size and value.
+    fn treesize(system: System, kind: &str, metric: &str, points: [(f64, f64); 2]) -> Outcome {
+        let mut m = Measurement::new("treesize", "x", String::new());
+        for (size, value) in points {
+            m.rows.push(
+                Row::new(format!("{kind} @ {size} znodes"))
+                    .at(size)
+                    .metric(metric, value),
+            );
+        }
+        Outcome {
+            servers: 1,
+            workload: "treesize",
+            system,
+            result: Ok(m),
+        }
+    }
+
     #[test]
     fn the_rate_kept_at_the_largest_tree_is_over_the_empty_tree_s() {
         let treesize = |system, writes_at_0: f64, writes_at_1m: f64| {
-            let mut m = Measurement::new("treesize", "x", String::new());
-            for (size, rate) in [(0.0, writes_at_0), (1e6, writes_at_1m)] {
-                m.rows.push(
-                    Row::new(format!("writes @ {size} znodes"))
-                        .at(size)
-                        .metric("ops_per_sec", rate),
-                );
-            }
-            Outcome {
-                servers: 1,
-                workload: "treesize",
-                system,
-                result: Ok(m),
-            }
+            let points = [(0.0, writes_at_0), (1e6, writes_at_1m)];
+            treesize(system, "writes", "ops_per_sec", points)
         };
         let outcomes = [
             treesize(System::Zookeeper, 20_000.0, 10_000.0),
@@ -823,20 +830,8 @@ mod tests {
     #[test]
     fn a_restart_meets_its_goal_only_at_10m_znodes() {
         let treesize = |system, largest: f64, restart_s: f64| {
-            let mut m = Measurement::new("treesize", "x", String::new());
-            for (size, seconds) in [(0.0, 0.2), (largest, restart_s)] {
-                m.rows.push(
-                    Row::new(format!("server @ {size} znodes"))
-                        .at(size)
-                        .metric("restart_s", seconds),
-                );
-            }
-            Outcome {
-                servers: 1,
-                workload: "treesize",
-                system,
-                result: Ok(m),
-            }
+            let points = [(0.0, 0.2), (largest, restart_s)];
+            treesize(system, "server", "restart_s", points)
         };
         for (largest, restart_s, met) in [(1e7, 4.0, true), (1e7, 17.0, false), (5e4, 0.5, false)] {
             let outcomes = [
