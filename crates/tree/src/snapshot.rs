@@ -443,8 +443,11 @@ struct SnapReader<'a> {
     crc: u32,
 }
 
-/// Bytes read from the input at a time.
-const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// Bytes read from the input at a time. More than the snapshot store's
+/// 1 MiB read buffer, so that `BufReader` passes each read straight to the
+/// file rather than copying it through its buffer (with 256 KB chunks a
+/// 1.1M-znode snapshot loaded in 0.85-0.94 s, with 2 MiB in 0.77-0.91).
+const READ_CHUNK_BYTES: usize = 2 << 20;
 
 impl<'a> SnapReader<'a> {
     fn new(input: &'a mut (dyn Read + Send)) -> Self {
