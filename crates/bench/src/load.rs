@@ -236,6 +236,10 @@ pub struct Driven {
     pub cpu: Option<Duration>,
     /// An ensemble's, by role.
     pub by_role: Option<ByRole>,
+    /// In an open loop, how late each measured request went out after it
+    /// was due: the load generator's own lag, which its latencies leave
+    /// out. Empty in a closed loop.
+    pub sent_late: Latencies,
 }
 
 /// Reads (getData) with probability `read_ratio`, else writes (setData of
@@ -263,7 +267,7 @@ pub async fn drive(
                 loop {
                     let started = Instant::now();
                     if started >= end {
-                        return latencies;
+                        return (latencies, Latencies::default());
                     }
                     let (key, read) = {
                         let mut rng = rand::thread_rng();
@@ -301,10 +305,13 @@ pub struct Offered {
 }
 
 /// Like [`drive`], but open-loop: each session sends its share of
-/// `offered.per_sec` on a fixed schedule, not waiting for answers, and a
-/// request's latency counts from when it was due. A server that falls
-/// behind therefore shows it in the latencies, where a closed loop would
-/// only slow the senders down (coordinated omission).
+/// `offered.per_sec` on a fixed schedule, not waiting for answers. A
+/// server that falls behind therefore shows it in the latencies, where a
+/// closed loop would only slow the senders down (coordinated omission).
+/// A request's latency counts from when it was sent, not from when it was
+/// due: the runtime's timer wakes on whole milliseconds, which would add
+/// up to a millisecond of the generator's own lag to every request. That
+/// lag is kept apart, in `sent_late`.
 pub async fn drive_at_rate(
     clients: &[Client],
     offered: Offered,
@@ -329,6 +336,7 @@ pub async fn drive_at_rate(
             let mut due = first;
             while due < end {
                 tokio::time::sleep_until(due.into()).await;
+                let sent = Instant::now();
                 let (key, read) = {
                     let mut rng = rand::thread_rng();
                     (
@@ -339,22 +347,23 @@ pub async fn drive_at_rate(
                 // Sent now (the call is made), awaited in its own task.
                 if read {
                     let call = client.get_data(&key);
-                    requests.spawn(async move { (due, call.await.is_ok(), Instant::now()) });
+                    requests.spawn(async move { (due, sent, call.await.is_ok(), Instant::now()) });
                 } else {
                     let call = client.set_data(&key, &value, None);
-                    requests.spawn(async move { (due, call.await.is_ok(), Instant::now()) });
+                    requests.spawn(async move { (due, sent, call.await.is_ok(), Instant::now()) });
                 }
                 due += every;
             }
-            let mut latencies = Latencies::default();
-            while let Some(Ok((due, ok, finished))) = requests.join_next().await {
+            let (mut latencies, mut sent_late) = (Latencies::default(), Latencies::default());
+            while let Some(Ok((due, sent, ok, finished))) = requests.join_next().await {
                 if !ok {
                     errors.fetch_add(1, Ordering::Relaxed);
                 } else if due >= measure_from && finished <= end {
-                    latencies.record(finished - due);
+                    latencies.record(finished - sent);
+                    sent_late.record(sent - due);
                 }
             }
-            latencies
+            (latencies, sent_late)
         }));
     }
     finish(sessions, offered.duration, &errors, cpu_sampler).await
@@ -377,15 +386,16 @@ fn sample_cpu(
 
 /// Merges what the load's tasks measured into its result.
 async fn finish(
-    tasks: Vec<tokio::task::JoinHandle<Latencies>>,
+    tasks: Vec<tokio::task::JoinHandle<(Latencies, Latencies)>>,
     elapsed: Duration,
     errors: &AtomicU64,
     cpu_sampler: tokio::task::JoinHandle<(Option<Duration>, Option<ByRole>)>,
 ) -> Driven {
-    let mut latencies = Latencies::default();
+    let (mut latencies, mut sent_late) = (Latencies::default(), Latencies::default());
     for task in tasks {
-        if let Ok(task_latencies) = task.await {
+        if let Ok((task_latencies, task_sent_late)) = task.await {
             latencies.merge(&task_latencies);
+            sent_late.merge(&task_sent_late);
         }
     }
     let (cpu, by_role) = cpu_sampler.await.unwrap_or((None, None));
@@ -395,6 +405,7 @@ async fn finish(
         errors: errors.load(Ordering::Relaxed),
         cpu,
         by_role,
+        sent_late,
     }
 }
 

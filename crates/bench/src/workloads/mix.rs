@@ -136,14 +136,17 @@ pub async fn measure(
                 load::drive_at_rate(&clients, offered, ratio, keys, value, &cpu).await
             }
         };
-        m.rows.push(
-            Row::new(format!("read ratio {ratio}"))
-                .at(ratio)
-                .throughput(&driven.latencies, driven.elapsed)
-                .cpu_per_op(driven.cpu, driven.latencies.count())
-                .cpu_by_role(driven.by_role, driven.latencies.count())
-                .metric("errors", driven.errors as f64),
-        );
+        let mut row = Row::new(format!("read ratio {ratio}"))
+            .at(ratio)
+            .throughput(&driven.latencies, driven.elapsed)
+            .cpu_per_op(driven.cpu, driven.latencies.count())
+            .cpu_by_role(driven.by_role, driven.latencies.count())
+            .metric("errors", driven.errors as f64);
+        if driven.sent_late.count() > 0 {
+            let late_ms = driven.sent_late.quantile(0.99).as_secs_f64() * 1e3;
+            row = row.metric("sent_late_p99_ms", late_ms);
+        }
+        m.rows.push(row);
     }
     load::close_all(clients).await;
     Ok(())

@@ -36,8 +36,10 @@ pub async fn run(args: &RateArgs, deployment: &mut Deployment) -> anyhow::Result
     )
     .await?;
     m.notes.push(
-        "latency counts from when a request was due on its schedule, so time spent queued \
-         behind a slow server is counted; ops_per_sec is the rate answered"
+        "latency counts from when a request was sent on its schedule, which never waits for \
+         answers, so time spent queued behind a slow server is counted; sent_late_p99_ms is how \
+         late the load generator sent them after they were due (its timer wakes on whole \
+         milliseconds); ops_per_sec is the rate answered"
             .into(),
     );
     Ok(m)
