@@ -872,12 +872,14 @@ mod tests {
         );
         assert_eq!(results.treesize_kept(System::Paddock, "writes"), Some(0.92));
         assert_eq!(results.treesize_kept(System::Paddock, "reads"), None);
-        let writes = results
-            .flat_at_scale_lines()
-            .into_iter()
-            .find(|l| l.what.starts_with("writes"))
-            .unwrap();
+        let writes = writes_line(&results);
         assert_eq!(writes.met, Some(true));
+    }
+
+    /// The flat-at-scale line of the write rate kept.
+    fn writes_line(results: &Results) -> Line {
+        let mut lines = results.flat_at_scale_lines().into_iter();
+        lines.find(|l| l.what.starts_with("writes")).unwrap()
     }
 
     /// A rate kept on a tree smaller than 1M znodes says nothing about
@@ -888,11 +890,7 @@ mod tests {
         let outcomes = [treesize(System::Paddock, "writes", "ops_per_sec", points)];
         let results = Results(&outcomes);
         assert_eq!(results.treesize_kept(System::Paddock, "writes"), Some(1.0));
-        let writes = results
-            .flat_at_scale_lines()
-            .into_iter()
-            .find(|l| l.what.starts_with("writes"))
-            .unwrap();
+        let writes = writes_line(&results);
         assert_eq!(writes.met, Some(false));
     }
 
