@@ -605,9 +605,18 @@ fn read_some(input: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
 mod tests {
     use super::*;
 
+    /// An ACL entry as (perms, scheme, id).
+    type AclEntry<'a> = (i32, &'a str, &'a str);
+
     /// A snapshot of znodes at `paths`, in that order, each with no data,
     /// no ACL entries and a zero stat.
     fn snapshot_of(paths: &[&str]) -> Vec<u8> {
+        let nodes: Vec<(&str, &[AclEntry])> = paths.iter().map(|p| (*p, &[][..])).collect();
+        snapshot_with_acls(&nodes)
+    }
+
+    /// Like [`snapshot_of`], each znode with its ACL list.
+    fn snapshot_with_acls(nodes: &[(&str, &[AclEntry])]) -> Vec<u8> {
         let mut out = Vec::new();
         let mut w = SnapWriter {
             out: &mut out,
@@ -619,11 +628,16 @@ mod tests {
         w.buf.put_i64(0);
         w.buf.put_i32(0);
         w.buf.put_i32(0);
-        w.buf.put_i64(paths.len() as i64);
-        for p in paths {
+        w.buf.put_i64(nodes.len() as i64);
+        for (p, acl) in nodes {
             w.bytes(p.as_bytes());
             w.opt_bytes(Some(b""));
-            w.buf.put_i32(0);
+            w.buf.put_i32(acl.len() as i32);
+            for (perms, scheme, id) in acl.iter() {
+                w.buf.put_i32(*perms);
+                w.bytes(scheme.as_bytes());
+                w.bytes(id.as_bytes());
+            }
             w.buf.put_bytes(0, 5 * 8 + 3 * 4 + 8);
         }
         w.flush().unwrap();
@@ -658,6 +672,22 @@ mod tests {
                 "{bad:?} loaded"
             );
         }
+    }
+
+    /// Nodes with equal ACL lists share one after a load, and lists that
+    /// differ (here only in a byte, at the same length) stay apart.
+    #[test]
+    fn equal_acl_lists_load_shared_and_different_ones_apart() {
+        let (alice, bob) = ([(31, "digest", "alice")], [(31, "digest", "bobby")]);
+        let nodes: [(&str, &[AclEntry]); 4] =
+            [("/", &[]), ("/a", &alice), ("/b", &bob), ("/c", &alice)];
+        let tree = DataTree::read_snapshot(&mut &snapshot_with_acls(&nodes)[..]).unwrap();
+        let acl = |p: &str| tree.nodes.get(p).unwrap().acl.clone();
+        assert!(Arc::ptr_eq(&acl("/a"), &acl("/c")));
+        assert!(!Arc::ptr_eq(&acl("/a"), &acl("/b")));
+        assert_eq!(acl("/a")[0].id, Id::new("digest", "alice"));
+        assert_eq!(acl("/b")[0].id, Id::new("digest", "bobby"));
+        assert_eq!(acl("/b")[0].perms, 31);
     }
 
     /// A parent with enough children to have them sorted before they join
