@@ -118,6 +118,13 @@ impl Results<'_> {
         m.rows.iter().filter_map(|r| r.x).reduce(f64::max)
     }
 
+    /// Paddock's treesize run reached the size the flat-at-scale goals are
+    /// judged from.
+    fn measured_at_scale(&self) -> bool {
+        self.largest_tree(System::Paddock)
+            .is_some_and(|size| size >= AT_SCALE_ZNODES)
+    }
+
     /// Resident memory per million znodes: the growth of the server's
     /// memory from the smallest to the largest tree, scaled.
     fn memory_per_million(&self, system: System) -> Option<f64> {
@@ -186,9 +193,7 @@ impl Results<'_> {
     fn memory_line(&self) -> Line {
         let zk = self.memory_per_million(System::Zookeeper);
         let paddock = self.memory_per_million(System::Paddock);
-        let at_scale = self
-            .largest_tree(System::Paddock)
-            .is_some_and(|size| size >= AT_SCALE_ZNODES);
+        let at_scale = self.measured_at_scale();
         Line {
             what: "memory per million znodes (standalone, treesize)".into(),
             unit: "MB",
@@ -286,9 +291,7 @@ impl Results<'_> {
     /// grow, side by side with ZooKeeper's.
     fn flat_at_scale_lines(&self) -> Vec<Line> {
         let mut lines = Vec::new();
-        let at_scale = self
-            .largest_tree(System::Paddock)
-            .is_some_and(|size| size >= AT_SCALE_ZNODES);
+        let at_scale = self.measured_at_scale();
         for kind in ["reads", "writes", "mixed 50%"] {
             let zk = self.treesize_kept(System::Zookeeper, kind);
             let paddock = self.treesize_kept(System::Paddock, kind);
