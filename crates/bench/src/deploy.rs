@@ -177,12 +177,24 @@ impl Deployment {
 
     /// Resident memory of the server (the leader of a started ensemble).
     pub fn rss_bytes(&mut self) -> Option<u64> {
+        launch::rss_bytes(self.weighed_pid()?)
+    }
+
+    /// The most resident memory the server (the leader of a started
+    /// ensemble) has had since it started.
+    pub fn peak_rss_bytes(&mut self) -> Option<u64> {
+        launch::peak_rss_bytes(self.weighed_pid()?)
+    }
+
+    /// The server whose memory is reported: the one given, or the leader
+    /// of a started ensemble.
+    fn weighed_pid(&mut self) -> Option<u32> {
         if let Some(pid) = self.pid {
-            return launch::rss_bytes(pid);
+            return Some(pid);
         }
         let cluster = self.cluster()?;
         let leader = cluster.leader()?;
-        cluster.servers()[leader].rss_bytes()
+        cluster.servers()[leader].pid()
     }
 
     /// The first server's data directory, when this tool started them.

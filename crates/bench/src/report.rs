@@ -79,6 +79,10 @@ const AT_SCALE_ZNODES: f64 = 1e6;
 /// 128-byte values.
 const MEMORY_PER_MILLION_MB_MAX: f64 = 250.0;
 
+/// Issue 11's memory goal for large data: resident memory over the data
+/// held, at its peak.
+const PEAK_MEMORY_OVER_DATA_MAX: f64 = 1.3;
+
 /// Issue 11's statesize goals: a run to 8 GB, and in each of its steps
 /// p99.9 within this many times the step's p50 and a max under this.
 const STATESIZE_GOAL_MB: f64 = 8192.0;
@@ -341,7 +345,31 @@ impl Results<'_> {
                 met: paddock.map(|p| p >= 0.9),
             });
         }
+        let paddock = self.peak_memory_over_data(System::Paddock);
+        lines.push(Line {
+            what: "peak resident memory over the most data held (standalone, crud-10gb)".into(),
+            unit: "x",
+            zk: self.peak_memory_over_data(System::Zookeeper),
+            paddock,
+            higher_better: false,
+            goal: "at most 1.3",
+            met: paddock.map(|p| p <= PEAK_MEMORY_OVER_DATA_MAX),
+        });
         lines
+    }
+
+    /// The server's peak resident memory over the data it held at the
+    /// most, in the crud-10gb run: the peak as of the end of the phase that
+    /// left the most data (it is a high-water mark, so it takes in every
+    /// phase before).
+    fn peak_memory_over_data(&self, system: System) -> Option<f64> {
+        let m = self.get(1, "crud-10gb", system)?;
+        let (data_mb, peak_mb) = m
+            .rows
+            .iter()
+            .filter_map(|r| Some((*r.metrics.get("data_mb")?, *r.metrics.get("peak_rss_mb")?)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))?;
+        (data_mb > 0.0).then(|| peak_mb / data_mb)
     }
 
     fn headline(&self) -> String {
@@ -977,6 +1005,47 @@ mod tests {
                 Some(met),
                 "{paddock_mb} MB a million at {largest}"
             );
+        }
+    }
+
+    /// Peak memory is over the most data held: the phase that left the
+    /// most, whose high-water mark takes in the phases before it.
+    #[test]
+    fn peak_memory_is_judged_over_the_most_data_held() {
+        let crud = |system, peaks: [f64; 3]| {
+            let mut m = Measurement::new("crud-10gb", "x", String::new());
+            let phases = [
+                ("create 0 B", 0.0),
+                ("set 10 KB", 10_000.0),
+                ("set 1 KB", 1_000.0),
+            ];
+            for ((label, data_mb), peak_mb) in phases.into_iter().zip(peaks) {
+                m.rows.push(
+                    Row::new(label)
+                        .metric("data_mb", data_mb)
+                        .metric("peak_rss_mb", peak_mb),
+                );
+            }
+            Outcome {
+                servers: 1,
+                workload: "crud-10gb",
+                system,
+                result: Ok(m),
+            }
+        };
+        for (paddock_peak_mb, met) in [(12_000.0, true), (14_000.0, false)] {
+            let outcomes = [
+                crud(System::Zookeeper, [500.0, 25_000.0, 25_000.0]),
+                crud(System::Paddock, [100.0, paddock_peak_mb, paddock_peak_mb]),
+            ];
+            let lines = Results(&outcomes).flat_at_scale_lines();
+            let line = lines
+                .iter()
+                .find(|l| l.what.starts_with("peak resident memory"))
+                .unwrap();
+            assert_eq!(line.zk, Some(2.5));
+            assert_eq!(line.paddock, Some(paddock_peak_mb / 10_000.0));
+            assert_eq!(line.met, Some(met), "{paddock_peak_mb} MB");
         }
     }
 

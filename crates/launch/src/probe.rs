@@ -39,3 +39,31 @@ pub fn mode(addr: SocketAddr) -> Option<Mode> {
         _ => None,
     }
 }
+
+/// The zxid `srvr` reports: the newest txn the server applied. None while
+/// it does not serve.
+pub fn zxid(addr: SocketAddr) -> Option<i64> {
+    let out = four_letter_word(addr, "srvr", Duration::from_secs(2))?;
+    parse_zxid(&out)
+}
+
+fn parse_zxid(srvr: &str) -> Option<i64> {
+    let zxid = srvr.lines().find_map(|line| line.strip_prefix("Zxid: "))?;
+    i64::from_str_radix(zxid.trim().trim_start_matches("0x"), 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_zxid_is_read_from_srvr_in_hex() {
+        let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nZxid: 0x100000a2f\nMode: follower\n";
+        assert_eq!(parse_zxid(srvr), Some(0x1_0000_0a2f));
+        assert_eq!(parse_zxid("Zxid: 0x0\n"), Some(0));
+        assert_eq!(
+            parse_zxid("This ZooKeeper instance is not currently serving requests\n"),
+            None
+        );
+    }
+}

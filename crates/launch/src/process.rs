@@ -148,22 +148,50 @@ impl Server {
     /// Waits until the server says it serves, failing early if its process
     /// exits.
     pub fn wait_serving(&mut self, timeout: Duration) -> anyhow::Result<Mode> {
+        self.wait_for("start serving", timeout, Server::mode)
+    }
+
+    /// The zxid of the newest txn the server applied, as `srvr` reports
+    /// it; None while it does not serve.
+    pub fn zxid(&self) -> Option<i64> {
+        if self.paused || self.child.is_none() {
+            return None;
+        }
+        probe::zxid(self.socket_address())
+    }
+
+    /// Waits until the server has applied `zxid` (a server that rejoined
+    /// has caught up), failing early if its process exits.
+    pub fn wait_applied(&mut self, zxid: i64, timeout: Duration) -> anyhow::Result<()> {
+        let applied = |server: &Server| server.zxid().filter(|&applied| applied >= zxid);
+        self.wait_for(&format!("apply zxid {zxid:#x}"), timeout, applied)
+            .map(drop)
+    }
+
+    /// Polls `ready` until it answers, failing if the process exits or
+    /// `timeout` passes first; `what` names the wait in the error.
+    fn wait_for<T>(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        ready: impl Fn(&Server) -> Option<T>,
+    ) -> anyhow::Result<T> {
         let deadline = Instant::now() + timeout;
         loop {
             if !self.is_running() {
                 bail!(
-                    "server {} exited while starting; the end of {}:\n{}",
+                    "server {} exited before it could {what}; the end of {}:\n{}",
                     self.plan.id,
                     self.log_path().display(),
                     log_tail(&self.log_path(), LOG_LINES_ON_FAILURE)
                 );
             }
-            if let Some(mode) = self.mode() {
-                return Ok(mode);
+            if let Some(answer) = ready(self) {
+                return Ok(answer);
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "server {} did not start serving within {timeout:?}; see {}",
+                    "server {} did not {what} within {timeout:?}; see {}",
                     self.plan.id,
                     self.log_path().display()
                 );
@@ -270,10 +298,21 @@ impl Server {
 
 /// Resident memory of any process, from /proc.
 pub fn rss_bytes(pid: u32) -> Option<u64> {
+    status_bytes(pid, "VmRSS:")
+}
+
+/// The most resident memory the process has had since it started (its
+/// high-water mark), from /proc.
+pub fn peak_rss_bytes(pid: u32) -> Option<u64> {
+    status_bytes(pid, "VmHWM:")
+}
+
+/// A field of `/proc/PID/status` given in kB, such as `VmRSS:`.
+fn status_bytes(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib = status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))?
+        .find_map(|line| line.strip_prefix(field))?
         .trim()
         .trim_end_matches("kB")
         .trim()

@@ -47,6 +47,18 @@ struct Step {
     value_size: usize,
 }
 
+impl Step {
+    /// The bytes of data `znodes` znodes hold once the phase is over.
+    fn data_held(self, znodes: usize) -> usize {
+        match self.phase {
+            Phase::Delete => 0,
+            Phase::Create | Phase::Set | Phase::Get => self.value_size * znodes,
+        }
+    }
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
 impl CrudArgs {
     /// The workload's name: a preset is reported apart.
     pub fn name(&self) -> &'static str {
@@ -168,12 +180,22 @@ pub async fn run(args: &CrudArgs, deployment: &mut Deployment) -> anyhow::Result
         let latencies = load::gather(tasks).await;
         progress.abort();
         let latencies = latencies?;
-        m.rows.push(
-            tenths
-                .rates(Row::new(label).latencies(&latencies))
-                .cpu_per_op(spending.spent(), latencies.count()),
-        );
+        let mut row = tenths
+            .rates(Row::new(label).latencies(&latencies))
+            .cpu_per_op(spending.spent(), latencies.count());
+        if let Some(peak) = deployment.peak_rss_bytes() {
+            let data = step.data_held(client_count * znodes);
+            row = row
+                .metric("peak_rss_mb", peak as f64 / MIB)
+                .metric("data_mb", data as f64 / MIB);
+        }
+        m.rows.push(row);
     }
+    m.notes.push(
+        "peak_rss_mb: the server's most resident memory since it started (VmHWM), as of the \
+         phase's end; data_mb: the znodes' data the tree holds then"
+            .into(),
+    );
     load::close_all(clients).await;
     Ok(m)
 }
@@ -222,6 +244,16 @@ mod tests {
         );
         assert_eq!(args(Some(Preset::TenGb)).name(), "crud-10gb");
         assert_eq!(args(Some(Preset::TenGb)).flags(), "--preset 10gb");
+    }
+
+    #[test]
+    fn the_10gb_preset_holds_most_data_after_setting_10_kb_values() {
+        let (clients, znodes, steps) = args(Some(Preset::TenGb)).plan();
+        let held: Vec<usize> = steps
+            .iter()
+            .map(|s| s.data_held(clients * znodes))
+            .collect();
+        assert_eq!(held, [0, 10_240_000_000, 1_024_000_000, 1_024_000_000, 0]);
     }
 
     #[test]
