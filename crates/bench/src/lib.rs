@@ -6,7 +6,7 @@
 //! Layout:
 //! - `workloads`: one module per experiment (mix, latency, crud, barrier,
 //!   watch, treesize, statesize, failover, elections, rebalance, rate,
-//!   session-storm) and
+//!   session-storm, catchup) and
 //!   [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
@@ -32,8 +32,8 @@ use clap::Subcommand;
 
 use deploy::{Deployment, TargetArgs};
 use workloads::{
-    barrier, children, crud, elections, failover, latency, mix, rate, rebalance, rolling_restart,
-    session_storm, statesize, treesize, watch, Job,
+    barrier, catchup, children, crud, elections, failover, latency, mix, rate, rebalance,
+    rolling_restart, session_storm, statesize, treesize, watch, Job,
 };
 
 #[derive(clap::Args)]
@@ -157,6 +157,14 @@ enum BenchCommand {
         #[command(flatten)]
         args: session_storm::SessionStormArgs,
     },
+    /// A follower wiped and caught up from an ensemble holding gigabytes,
+    /// while a client of the leader is timed.
+    Catchup {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        args: catchup::CatchupArgs,
+    },
     /// A holder of the `session-storm` workload's sessions, which starts it.
     #[command(hide = true)]
     StormHolder(session_storm::HolderArgs),
@@ -187,6 +195,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         BenchCommand::RollingRestart { common, args } => (common, Job::RollingRestart(args)),
         BenchCommand::Rebalance { common, args } => (common, Job::Rebalance(args)),
         BenchCommand::SessionStorm { common, args } => (common, Job::SessionStorm(args)),
+        BenchCommand::Catchup { common, args } => (common, Job::Catchup(args)),
     };
     let measurement = measure_one(&job, &common.target)?;
     print!("{}", measurement.table());

@@ -2,6 +2,7 @@
 //! deployment, returning what it measured.
 
 pub mod barrier;
+pub mod catchup;
 pub mod children;
 pub mod crud;
 pub mod elections;
@@ -36,6 +37,7 @@ pub enum Job {
     Rebalance(rebalance::RebalanceArgs),
     Rate(rate::RateArgs),
     SessionStorm(session_storm::SessionStormArgs),
+    Catchup(catchup::CatchupArgs),
 }
 
 impl Job {
@@ -55,6 +57,7 @@ impl Job {
             Job::Rebalance(_) => "rebalance",
             Job::Rate(_) => "rate",
             Job::SessionStorm(_) => "session-storm",
+            Job::Catchup(_) => "catchup",
         }
     }
 
@@ -85,6 +88,7 @@ impl Job {
             Job::Rebalance(a) => a.flags(),
             Job::Rate(a) => a.flags(),
             Job::SessionStorm(a) => a.flags(),
+            Job::Catchup(a) => a.flags(),
         }
     }
 
@@ -104,6 +108,7 @@ impl Job {
             Job::Rebalance(a) => rebalance::run(a, deployment).await,
             Job::Rate(a) => rate::run(a, deployment).await,
             Job::SessionStorm(a) => session_storm::run(a, deployment).await,
+            Job::Catchup(a) => catchup::run(a, deployment).await,
         }
     }
 }

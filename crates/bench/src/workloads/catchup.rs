@@ -1,0 +1,259 @@
+//! `catchup`: a follower whose disk was replaced rejoins an ensemble that
+//! holds gigabytes, while a client of the leader keeps writing and
+//! reading. Being that far behind, it is sent the whole state: ZooKeeper's
+//! leader sends a snapshot (SNAP), Paddock's streams its newest snapshot
+//! file in pieces ahead of raft's snapshot message.
+//!
+//! Reported: the time from the wiped server's start until it has applied
+//! everything the ensemble had applied when it was wiped; that state's
+//! data over the time (MB/s), beside the disk's own rate of writing the
+//! same amount sequentially; and the leader's client's latency before the
+//! wipe and during the catch-up, which should not change.
+
+use std::io::Write as _;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context as _};
+use bytes::Bytes;
+use client::{Client, CreateMode};
+
+use crate::deploy::Deployment;
+use crate::load;
+use crate::measure::{Latencies, Measurement, Row};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct CatchupArgs {
+    /// Data the ensemble holds when the follower is wiped, in MB.
+    #[arg(long, default_value_t = 2048)]
+    pub megabytes: usize,
+    /// Bytes per loaded znode.
+    #[arg(long, default_value_t = 10_240)]
+    pub value_size: usize,
+    /// Seconds the leader's client is timed before the wipe.
+    #[arg(long, default_value_t = 5.0)]
+    pub settle: f64,
+}
+
+impl CatchupArgs {
+    pub fn flags(&self) -> String {
+        format!(
+            "--megabytes {} --value-size {} --settle {}",
+            self.megabytes, self.value_size, self.settle
+        )
+    }
+}
+
+const ROOT: &str = "/bench/catchup";
+const PROBE: &str = "/bench/catchup-probe";
+/// How long the wiped server may take to catch up.
+const CATCH_UP_LIMIT: Duration = Duration::from_secs(600);
+/// The most the disk's sequential write rate is timed over.
+const DISK_SAMPLE_BYTES_MAX: usize = 256 << 20;
+const MIB: f64 = (1 << 20) as f64;
+
+pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
+    let Some(cluster) = deployment.cluster() else {
+        bail!("catchup wipes a server itself: use --start SYSTEM --servers 3 (or 5)");
+    };
+    ensure!(
+        cluster.servers().len() >= 3,
+        "catchup needs an ensemble that keeps a quorum while one server is down: --servers 3 or more"
+    );
+    let mut m = Measurement::new("catchup", deployment.label(), String::new());
+    m.setting("loaded value bytes", args.value_size);
+    let data_bytes = load_data(args, deployment.connect_string()).await?;
+    m.setting("data MB", format!("{:.0}", data_bytes as f64 / MIB));
+
+    let (leader, follower) = tokio::task::block_in_place(|| roles(deployment))?;
+    let cluster = deployment.cluster().expect("checked above");
+    let probe = Probe::start(&cluster.servers()[leader].client_address()).await?;
+    tokio::time::sleep(Duration::from_secs_f64(args.settle)).await;
+
+    let wiped = Instant::now();
+    let (restarted, caught_up) =
+        tokio::task::block_in_place(|| wipe_and_catch_up(deployment, leader, follower))?;
+    let took = caught_up.duration_since(restarted);
+    let samples = probe.stop().await?;
+
+    let follower_dir = deployment.cluster().expect("checked above").servers()[follower]
+        .dir()
+        .to_path_buf();
+    let disk_bytes = data_bytes.min(DISK_SAMPLE_BYTES_MAX);
+    let disk = tokio::task::block_in_place(|| time_sequential_write(&follower_dir, disk_bytes))
+        .with_context(|| format!("timing a sequential write in {}", follower_dir.display()))?;
+
+    let (before, during) = split(&samples, wiped, caught_up);
+    m.rows.push(Row::new("before the wipe").latencies(&before));
+    m.rows
+        .push(Row::new("during the catch-up").latencies(&during));
+    m.rows.push(
+        Row::new("catch-up")
+            .metric("seconds", took.as_secs_f64())
+            .metric("mb_per_sec", data_bytes as f64 / MIB / took.as_secs_f64())
+            .metric(
+                "disk_mb_per_sec",
+                disk_bytes as f64 / MIB / disk.as_secs_f64(),
+            ),
+    );
+    m.notes.push(
+        "the leader's client alternates a setData and a getData of a small znode, timed before \
+         the wipe and from the wipe until the catch-up; catch-up: from the wiped server's start \
+         until it applied the zxid the leader had at the wipe"
+            .into(),
+    );
+    m.notes.push(format!(
+        "disk_mb_per_sec: {} MB written sequentially then fdatasync'ed in the wiped server's \
+         directory, after the run",
+        disk_bytes >> 20
+    ));
+    Ok(m)
+}
+
+/// Creates `megabytes` of data; returns its bytes.
+async fn load_data(args: &CatchupArgs, connect: &str) -> anyhow::Result<usize> {
+    let count = args.megabytes * (1 << 20) / args.value_size.max(1);
+    let (parents, leaves) = load::tree_paths(ROOT, count);
+    let loaders = load::connect(connect, 4).await?;
+    client::recipes::ensure_path(&loaders[0], ROOT).await?;
+    load::create_all(&loaders, parents, Bytes::new(), 8, "parents").await?;
+    let value = Bytes::from(vec![b'x'; args.value_size]);
+    load::create_all(&loaders, leaves, value, 8, "loading").await?;
+    loaders[0]
+        .create(PROBE, b"", CreateMode::Persistent)
+        .await
+        .with_context(|| format!("creating {PROBE}"))?;
+    load::close_all(loaders).await;
+    Ok(count * args.value_size)
+}
+
+/// The leader and the follower to wipe (the first that is not the leader).
+fn roles(deployment: &mut Deployment) -> anyhow::Result<(usize, usize)> {
+    let cluster = deployment.cluster().expect("checked by run");
+    let leader = cluster.wait_leader(None, Duration::from_secs(60))?;
+    let follower = (0..cluster.servers().len())
+        .find(|&i| i != leader)
+        .expect("an ensemble has a follower");
+    Ok((leader, follower))
+}
+
+/// Kills the follower, wipes its data, restarts it and waits until it has
+/// applied what the leader had applied at the wipe; returns when it was
+/// restarted and when it had.
+fn wipe_and_catch_up(
+    deployment: &mut Deployment,
+    leader: usize,
+    follower: usize,
+) -> anyhow::Result<(Instant, Instant)> {
+    let cluster = deployment.cluster().expect("checked by run");
+    let server = cluster.server(follower);
+    server.kill();
+    server.wipe()?;
+    let target = cluster.servers()[leader]
+        .zxid()
+        .context("the leader did not answer srvr")?;
+    let server = cluster.server(follower);
+    let started = Instant::now();
+    server.restart()?;
+    server.wait_applied(target, CATCH_UP_LIMIT)?;
+    let caught_up = Instant::now();
+    eprintln!(
+        "  server.{} wiped, caught up in {:.2} s",
+        server.id(),
+        caught_up.duration_since(started).as_secs_f64()
+    );
+    Ok((started, caught_up))
+}
+
+/// A client of one server timing a setData then a getData, over and over.
+struct Probe {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<anyhow::Result<Vec<(Instant, Duration)>>>,
+}
+
+impl Probe {
+    async fn start(address: &str) -> anyhow::Result<Probe> {
+        let zk = load::connect(address, 1).await?.remove(0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn(probe_until(zk, stop.clone()));
+        Ok(Probe { stop, task })
+    }
+
+    /// Each request pair's start and latency.
+    async fn stop(self) -> anyhow::Result<Vec<(Instant, Duration)>> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.task.await?
+    }
+}
+
+async fn probe_until(
+    zk: Client,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Vec<(Instant, Duration)>> {
+    let mut samples = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        let started = Instant::now();
+        zk.set_data(PROBE, b"probe", None).await?;
+        zk.get_data(PROBE).await?;
+        samples.push((started, started.elapsed()));
+    }
+    zk.close().await;
+    Ok(samples)
+}
+
+/// The latencies of the probes sent before `wiped`, and of those sent from
+/// then until `caught_up`.
+fn split(
+    samples: &[(Instant, Duration)],
+    wiped: Instant,
+    caught_up: Instant,
+) -> (Latencies, Latencies) {
+    let (mut before, mut during) = (Latencies::default(), Latencies::default());
+    for &(sent, latency) in samples {
+        if sent < wiped {
+            before.record(latency);
+        } else if sent < caught_up {
+            during.record(latency);
+        }
+    }
+    (before, during)
+}
+
+/// The time to write `bytes` sequentially into a new file in `dir` and
+/// fdatasync it.
+fn time_sequential_write(dir: &Path, bytes: usize) -> std::io::Result<Duration> {
+    const CHUNK_BYTES: usize = 1 << 20;
+    let mut file = tempfile::tempfile_in(dir)?;
+    let chunk = vec![b'x'; CHUNK_BYTES];
+    let started = Instant::now();
+    for _ in 0..bytes.div_ceil(CHUNK_BYTES) {
+        file.write_all(&chunk)?;
+    }
+    file.sync_data()?;
+    Ok(started.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_are_split_by_when_they_were_sent() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let latency = |ms| Duration::from_millis(ms);
+        let samples = [
+            (at(0), latency(1)),
+            (at(10), latency(2)),
+            (at(20), latency(30)),
+            (at(60), latency(4)),
+            (at(100), latency(5)),
+        ];
+        let (before, during) = split(&samples, at(20), at(100));
+        assert_eq!(before.count(), 2);
+        assert_eq!(during.count(), 2);
+        assert!(during.quantile(1.0) >= Duration::from_millis(30));
+    }
+}
