@@ -14,7 +14,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read};
 use std::net::SocketAddr;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -49,6 +49,38 @@ pub struct PeerNetwork {
     /// Snapshot streams run on this runtime's blocking threads; raft asks
     /// for them from the consensus thread.
     runtime: tokio::runtime::Handle,
+}
+
+/// Peers whose snapshot file is arriving here. Their appends are dropped
+/// meanwhile: raft's snapshot message waits until the file is durable, and
+/// an append stepped before it would be rejected (this server's log does
+/// not reach it), which makes the leader send the whole snapshot again.
+/// Raft sends a dropped append again. A transfer quiet for
+/// `SNAPSHOT_STALL_TIMEOUT` holds nothing back any more, so the leader of
+/// a stream that died learns of it from the rejection.
+#[derive(Default)]
+struct Receiving(Mutex<HashMap<u64, Instant>>);
+
+impl Receiving {
+    fn piece_from(&self, peer: u64) {
+        self.peers().insert(peer, Instant::now());
+    }
+
+    fn ended(&self, peer: u64) {
+        self.peers().remove(&peer);
+    }
+
+    fn holds_appends_from(&self, peer: u64) -> bool {
+        self.peers()
+            .get(&peer)
+            .is_some_and(|last_piece| last_piece.elapsed() < SNAPSHOT_STALL_TIMEOUT)
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 /// Where what the peers send goes.
@@ -103,9 +135,11 @@ impl PeerNetwork {
         inlets: Inlets,
     ) -> io::Result<()> {
         let inlets = Arc::new(inlets);
+        let receiving = Arc::new(Receiving::default());
         let (arriving_tx, arriving) = mpsc::unbounded_channel();
-        let transport = Transport::start(config, deliver(inlets.clone(), arriving_tx)).await?;
-        self.bind(transport, inlets, arriving);
+        let deliver = deliver(inlets.clone(), receiving.clone(), arriving_tx);
+        let transport = Transport::start(config, deliver).await?;
+        self.bind(transport, inlets, receiving, arriving);
         Ok(())
     }
 
@@ -113,6 +147,7 @@ impl PeerNetwork {
         &self,
         transport: Transport,
         inlets: Arc<Inlets>,
+        receiving: Arc<Receiving>,
         arriving: mpsc::UnboundedReceiver<Arriving>,
     ) {
         let _ = self.transport.set(transport);
@@ -120,6 +155,7 @@ impl PeerNetwork {
             snapshots: self.snapshots.clone(),
             retained: self.snapshots_retained,
             imports: HashMap::new(),
+            receiving,
         };
         tokio::spawn(inbox.run(arriving, move |message| (inlets.raft)(message)));
     }
@@ -219,19 +255,33 @@ impl Network for PeerNetwork {
 }
 
 /// Sorts what arrives: raft's snapshot message and snapshot pieces to the
-/// snapshot inbox (in the order they came), everything else to its inlet.
+/// snapshot inbox (in the order they came), appends from a peer whose
+/// snapshot is arriving nowhere (see `Receiving`), everything else to its
+/// inlet.
 fn deliver(
     inlets: Arc<Inlets>,
+    receiving: Arc<Receiving>,
     arriving: mpsc::UnboundedSender<Arriving>,
 ) -> impl Fn(Inbound) + Send + Sync + 'static {
     move |inbound| match inbound {
         Inbound::Raft(message) if message.get_msg_type() == MessageType::MsgSnapshot => {
             let _ = arriving.send(Arriving::Message(message));
         }
+        Inbound::Raft(message)
+            if message.get_msg_type() == MessageType::MsgAppend
+                && receiving.holds_appends_from(message.from) =>
+        {
+            tracing::debug!(
+                peer = message.from,
+                index = message.index,
+                "dropped an append that came before its leader's snapshot: raft sends it again"
+            );
+        }
         Inbound::Raft(message) => (inlets.raft)(message),
         Inbound::Control { from, control } => (inlets.control)(from, control),
         Inbound::App { from, payload } => (inlets.app)(from, payload),
         Inbound::Snapshot { from, piece } => {
+            receiving.piece_from(from);
             let _ = arriving.send(Arriving::Piece { from, piece });
         }
     }
@@ -316,6 +366,7 @@ struct SnapshotInbox {
     snapshots: Arc<Snapshots>,
     retained: usize,
     imports: HashMap<u64, Import>,
+    receiving: Arc<Receiving>,
 }
 
 /// A snapshot being written: pieces go to a blocking task that writes them
@@ -336,9 +387,14 @@ impl SnapshotInbox {
             match item {
                 Arriving::Piece { from, piece } => self.piece(from, piece),
                 Arriving::Message(message) => {
+                    let from = message.from;
                     if self.written(&message).await {
                         step(message);
                     }
+                    // The peer's import is over, whichever way: its appends
+                    // now come after the snapshot, or bring a rejection
+                    // that makes it send a snapshot again.
+                    self.receiving.ended(from);
                 }
             }
         }
@@ -443,16 +499,16 @@ mod tests {
                 control: Box::new(|_, _| {}),
                 app: Box::new(|_, _| {}),
             });
+            let receiving = Arc::new(Receiving::default());
             let (arriving_tx, arriving) = mpsc::unbounded_channel();
             let config = TransportConfig::new(
                 id,
                 addrs[i],
                 HashMap::from([(other, addrs[other as usize - 1])]),
             );
-            let transport =
-                Transport::start_on(listener, config, deliver(inlets.clone(), arriving_tx))
-                    .unwrap();
-            network.bind(transport, inlets, arriving);
+            let deliver = deliver(inlets.clone(), receiving.clone(), arriving_tx);
+            let transport = Transport::start_on(listener, config, deliver).unwrap();
+            network.bind(transport, inlets, receiving, arriving);
             servers.push(Server {
                 network,
                 snapshots,
@@ -564,6 +620,41 @@ mod tests {
         assert!(sent(&leader.network, snapshot_message(9)).await);
         assert_eq!(next_snapshot_index(&mut follower.raft).await, 9);
         assert_eq!(raw_bytes(&follower.snapshots).0, 9);
+    }
+
+    fn append_message(index: u64) -> Message {
+        let mut message = Message::default();
+        message.set_msg_type(MessageType::MsgAppend);
+        message.from = 1;
+        message.to = 2;
+        message.index = index;
+        message
+    }
+
+    /// An append stepped before the snapshot it follows would be rejected,
+    /// and the rejection would make the leader send the snapshot again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_that_come_while_a_snapshot_arrives_are_dropped() {
+        let (leader, mut follower) = pair().await;
+        let transport = leader.network.transport.get().unwrap().clone();
+        save(&leader.snapshots, 30, &body(3 * SNAPSHOT_PIECE_BYTES));
+        let (_, whole) = raw_bytes(&leader.snapshots);
+        let first_piece = SnapshotPiece {
+            index: 29,
+            data: Bytes::copy_from_slice(&whole[..100]),
+            last: false,
+        };
+        while !transport.send_snapshot_piece(2, first_piece.clone()) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(transport.send_raft(vec![append_message(29)]).is_empty());
+        assert!(sent(&leader.network, snapshot_message(30)).await);
+        assert_eq!(next_snapshot_index(&mut follower.raft).await, 30);
+        // Once the snapshot is stepped, appends pass again.
+        assert!(transport.send_raft(vec![append_message(30)]).is_empty());
+        let after = next(&mut follower.raft).await;
+        assert_eq!(after.get_msg_type(), MessageType::MsgAppend);
+        assert_eq!(after.index, 30);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
