@@ -602,6 +602,7 @@ impl<W: Send + 'static> Driver<W> {
                     let last = self.raw.raft.raft_log.last_index();
                     message.commit = message.commit.min(last);
                 }
+                self.forget_lost_log(&message);
                 if self.fenced_from(&message) {
                     return Ok(());
                 }
@@ -1017,6 +1018,35 @@ impl<W: Send + 'static> Driver<W> {
         }
     }
 
+    /// Raft assumes a follower never loses what it acknowledged. One that
+    /// did (its directory was wiped to rejoin) rejects an append with its
+    /// log ending below its match, and raft would keep that match: every
+    /// acceptance below it looks stale, so after the snapshot the follower
+    /// would be caught up one probe at a time, a round trip per message,
+    /// until it passed its old match. Lowering the match to what the
+    /// follower holds lets the first acceptance resume pipelined sending.
+    fn forget_lost_log(&mut self, message: &Message) {
+        let raft = &mut self.raw.raft;
+        if raft.state != StateRole::Leader || message.term != raft.term {
+            return;
+        }
+        let Some(progress) = raft.mut_prs().get_mut(message.from) else {
+            return;
+        };
+        if let Some(holds) = lost_log(progress.matched, message) {
+            tracing::warn!(
+                peer = message.from,
+                acknowledged = progress.matched,
+                holds,
+                "peer {} holds its log only to index {holds}, below the {} it acknowledged: it \
+                 lost its data (a wiped directory); replicating to it from what it holds",
+                message.from,
+                progress.matched
+            );
+            progress.matched = holds;
+        }
+    }
+
     /// Whether `message` is a vote request the fence holds back: asked of
     /// this server, or asked by it (a candidate votes for itself).
     fn fenced_from(&self, message: &Message) -> bool {
@@ -1330,9 +1360,39 @@ impl ProposalOrigin {
     }
 }
 
+/// The index a follower's log ends at, when `message` rejects an append
+/// with it below `matched`, what the follower once acknowledged. A
+/// follower that kept its log never answers so: it rejects only probes
+/// past its match, and its log matches the leader's up to it.
+fn lost_log(matched: u64, message: &Message) -> Option<u64> {
+    let rejects = message.get_msg_type() == MessageType::MsgAppendResponse && message.reject;
+    (rejects && message.reject_hint < matched).then_some(message.reject_hint)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rejection_below_the_match_shows_a_lost_log() {
+        let response = |reject, reject_hint| {
+            let mut message = Message::default();
+            message.set_msg_type(MessageType::MsgAppendResponse);
+            message.reject = reject;
+            message.reject_hint = reject_hint;
+            message
+        };
+        // Wiped: it acknowledged 500 and now holds nothing.
+        assert_eq!(lost_log(500, &response(true, 0)), Some(0));
+        // A probe past the match, rejected at or beyond it: nothing lost.
+        assert_eq!(lost_log(500, &response(true, 500)), None);
+        assert_eq!(lost_log(500, &response(true, 700)), None);
+        // An acceptance says nothing of a loss.
+        assert_eq!(lost_log(500, &response(false, 0)), None);
+        let mut heartbeat = response(true, 0);
+        heartbeat.set_msg_type(MessageType::MsgHeartbeatResponse);
+        assert_eq!(lost_log(500, &heartbeat), None);
+    }
 
     fn config(dir: &std::path::Path) -> Config {
         Config {
