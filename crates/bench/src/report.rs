@@ -83,6 +83,13 @@ const MEMORY_PER_MILLION_MB_MAX: f64 = 250.0;
 /// held, at its peak.
 const PEAK_MEMORY_OVER_DATA_MAX: f64 = 1.3;
 
+/// Issue 11's catch-up goals, as read here: a wiped follower catches up
+/// at no less than this share of the disk's sequential write rate (it
+/// writes the state at least once), and the leader's client's p99 rises
+/// by no more than this factor meanwhile.
+const CATCH_UP_OVER_DISK_MIN: f64 = 0.5;
+const CATCH_UP_P99_CHANGE_MAX: f64 = 1.5;
+
 /// Issue 11's statesize goals: a run to 8 GB, and in each of its steps
 /// p99.9 within this many times the step's p50 and a max under this.
 const STATESIZE_GOAL_MB: f64 = 8192.0;
@@ -250,6 +257,46 @@ impl Results<'_> {
                 higher_better: false,
                 goal: "under 50 ms in every step, to 8 GB",
                 met: max.map(|ms| to_goal && ms < STEP_MAX_MS_MAX),
+            },
+        ]
+    }
+
+    /// Issue 11's catch-up: a wiped follower brought back at disk speed,
+    /// each system's rate over the disk rate measured in its own run, while
+    /// the leader's clients see no latency change.
+    fn catchup_lines(&self) -> Vec<Line> {
+        let metric = |system, row, name| self.metric(3, "catchup", system, row, name);
+        let over_disk = |system| {
+            Some(
+                metric(system, "catch-up", "mb_per_sec")?
+                    / metric(system, "catch-up", "disk_mb_per_sec")?,
+            )
+        };
+        let p99_change = |system| {
+            Some(
+                metric(system, "during the catch-up", "p99_ms")?
+                    / metric(system, "before the wipe", "p99_ms")?,
+            )
+        };
+        let (rate, change) = (over_disk(System::Paddock), p99_change(System::Paddock));
+        vec![
+            Line {
+                what: "a wiped follower's catch-up rate over the disk's sequential write rate (3-server ensemble, catchup)".into(),
+                unit: "x",
+                zk: over_disk(System::Zookeeper),
+                paddock: rate,
+                higher_better: true,
+                goal: "at least 0.5",
+                met: rate.map(|r| r >= CATCH_UP_OVER_DISK_MIN),
+            },
+            Line {
+                what: "the leader's client's p99 during a follower's catch-up over before it (3-server ensemble, catchup)".into(),
+                unit: "x",
+                zk: p99_change(System::Zookeeper),
+                paddock: change,
+                higher_better: false,
+                goal: "at most 1.5",
+                met: change.map(|c| c <= CATCH_UP_P99_CHANGE_MAX),
             },
         ]
     }
@@ -613,6 +660,7 @@ impl Results<'_> {
             met: advantage(zk, paddock, false).map(|a| a >= 1.0),
         });
         lines.extend(self.flat_at_scale_lines());
+        lines.extend(self.catchup_lines());
         lines.extend(self.session_storm_lines());
         let mut md = String::from(
             "| measure | unit | ZooKeeper | Paddock | Paddock vs ZooKeeper | goal | met |\n\
@@ -1046,6 +1094,42 @@ mod tests {
             assert_eq!(line.zk, Some(2.5));
             assert_eq!(line.paddock, Some(paddock_peak_mb / 10_000.0));
             assert_eq!(line.met, Some(met), "{paddock_peak_mb} MB");
+        }
+    }
+
+    #[test]
+    fn catch_up_is_judged_against_its_own_run_s_disk_and_latency_before() {
+        let catchup = |system, mb_per_sec, p99_during_ms| {
+            let mut m = Measurement::new("catchup", "x", String::new());
+            m.rows
+                .push(Row::new("before the wipe").metric("p99_ms", 2.0));
+            m.rows
+                .push(Row::new("during the catch-up").metric("p99_ms", p99_during_ms));
+            m.rows.push(
+                Row::new("catch-up")
+                    .metric("mb_per_sec", mb_per_sec)
+                    .metric("disk_mb_per_sec", 1000.0),
+            );
+            Outcome {
+                servers: 3,
+                workload: "catchup",
+                system,
+                result: Ok(m),
+            }
+        };
+        for (mb_per_sec, p99_during_ms, met) in
+            [(600.0, 2.5, [true, true]), (300.0, 20.0, [false, false])]
+        {
+            let outcomes = [
+                catchup(System::Zookeeper, 100.0, 4.0),
+                catchup(System::Paddock, mb_per_sec, p99_during_ms),
+            ];
+            let lines = Results(&outcomes).catchup_lines();
+            assert_eq!(lines[0].zk, Some(0.1));
+            assert_eq!(lines[1].zk, Some(2.0));
+            assert_eq!(lines[0].paddock, Some(mb_per_sec / 1000.0));
+            assert_eq!(lines[1].paddock, Some(p99_during_ms / 2.0));
+            assert_eq!([lines[0].met, lines[1].met], met.map(Some));
         }
     }
 
