@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use launch::{Cluster, Flavor, Mode, Spec};
 
+use crate::purge::Purger;
+
 /// A server implementation this tool can start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum System {
@@ -95,6 +97,8 @@ pub struct Deployment {
 }
 
 struct Started {
+    /// ZooKeeper's old snapshots and logs, removed as autopurge would.
+    _purger: Option<Purger>,
     cluster: Cluster,
     /// Removed when the run ends, if the tool made it.
     _temporary: Option<tempfile::TempDir>,
@@ -150,11 +154,16 @@ impl Deployment {
         };
         eprintln!("starting {} {topology}...", system.name());
         let cluster = Cluster::start(spec)?;
+        let purger = (system == System::Zookeeper).then(|| {
+            let dirs = cluster.servers().iter().map(|s| s.dir().join("version-2"));
+            Purger::start(dirs.collect())
+        });
         Ok(Deployment {
             label: format!("{} {topology}", system.name()),
             connect: cluster.connect_string(),
             pid: None,
             started: Some(Started {
+                _purger: purger,
                 cluster,
                 _temporary: temporary,
             }),

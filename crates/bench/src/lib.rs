@@ -10,7 +10,8 @@
 //!   [`workloads::Job`], a
 //!   workload with its arguments.
 //! - `deploy`: what a workload runs against — a running target, or servers
-//!   this tool starts (through the `launch` crate) and can kill and weigh.
+//!   this tool starts (through the `launch` crate) and can kill and weigh;
+//!   `purge` removes a started ZooKeeper's old snapshots as autopurge would.
 //! - `load`: sessions, bulk creation, and the outstanding-requests driver.
 //! - `measure`: HDR latency histograms, result rows, table and JSON.
 //! - `compare`: the side-by-side run; `report`: its REPORT.md; `plot`: SVG
@@ -22,6 +23,7 @@ mod load;
 mod machine;
 mod measure;
 mod plot;
+mod purge;
 mod report;
 pub mod workloads;
 

@@ -46,6 +46,10 @@ pub fn write(
          otherwise, maxClientCnxns=0.\n\
          - Apache ZooKeeper: `java -Xmx<heap> org.apache.zookeeper.server.quorum.QuorumPeerMain`, \
          heap as in each command's `--zk-heap-mb`.\n\
+         - Both keep their newest 3 snapshots and the log after them: Paddock by itself, \
+         ZooKeeper purged every 2 s by `paddock bench` to autopurge's rule \
+         (`autopurge.snapRetainCount=3`; its own purge runs at most hourly, and growing 10 GB \
+         its snapshots filled this disk).\n\
          - The load comes from `paddock bench` (Paddock's Rust client, one process) on the \
          same cores as the servers. So that the servers' own cost shows apart from the load \
          generator's, `cpu_us_per_op` is the servers' CPU time (utime + stime of every server \
