@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context as _};
+use anyhow::{bail, ensure, Context as _};
 use launch::{Cluster, Flavor, Mode, Spec};
 
 use crate::purge::Purger;
@@ -182,6 +182,20 @@ impl Deployment {
     /// The servers, when this tool started them.
     pub fn cluster(&mut self) -> Option<&mut Cluster> {
         self.started.as_mut().map(|s| &mut s.cluster)
+    }
+
+    /// Checks that this tool started an ensemble that keeps a quorum while
+    /// one of its servers is down, for a workload that takes one down
+    /// (`does`: what it does to it, for the error).
+    pub fn check_quorum_survives_one(&mut self, workload: &str, does: &str) -> anyhow::Result<()> {
+        let Some(cluster) = self.cluster() else {
+            bail!("{workload} {does} itself: use --start SYSTEM --servers 3 (or 5)");
+        };
+        ensure!(
+            cluster.servers().len() >= 3,
+            "{workload} needs an ensemble that keeps a quorum while one server is down: --servers 3 or more"
+        );
+        Ok(())
     }
 
     /// Resident memory of the server (the leader of a started ensemble).

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context as _};
+use anyhow::Context as _;
 use bytes::Bytes;
 use client::{Client, CreateMode};
 
@@ -55,15 +55,14 @@ const DISK_SAMPLE_BYTES_MAX: usize = 256 << 20;
 const MIB: f64 = (1 << 20) as f64;
 
 pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
-    let Some(cluster) = deployment.cluster() else {
-        bail!("catchup wipes a server itself: use --start SYSTEM --servers 3 (or 5)");
-    };
-    ensure!(
-        cluster.servers().len() >= 3,
-        "catchup needs an ensemble that keeps a quorum while one server is down: --servers 3 or more"
-    );
+    deployment.check_quorum_survives_one("catchup", "wipes a server")?;
     let mut m = Measurement::new("catchup", deployment.label(), String::new());
     m.setting("loaded value bytes", args.value_size);
+    // Before the load, while the page cache holds nothing of the run's.
+    let disk_dir = deployment.data_dir().expect("checked above");
+    let disk_bytes = (args.megabytes << 20).min(DISK_SAMPLE_BYTES_MAX);
+    let disk = tokio::task::block_in_place(|| time_sequential_write(&disk_dir, disk_bytes))
+        .with_context(|| format!("timing a sequential write in {}", disk_dir.display()))?;
     let data_bytes = load_data(args, deployment.connect_string()).await?;
     m.setting("data MB", format!("{:.0}", data_bytes as f64 / MIB));
 
@@ -77,13 +76,6 @@ pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Res
         tokio::task::block_in_place(|| wipe_and_catch_up(deployment, leader, follower))?;
     let took = caught_up.duration_since(restarted);
     let samples = probe.stop().await?;
-
-    let follower_dir = deployment.cluster().expect("checked above").servers()[follower]
-        .dir()
-        .to_path_buf();
-    let disk_bytes = data_bytes.min(DISK_SAMPLE_BYTES_MAX);
-    let disk = tokio::task::block_in_place(|| time_sequential_write(&follower_dir, disk_bytes))
-        .with_context(|| format!("timing a sequential write in {}", follower_dir.display()))?;
 
     let (before, during) = split(&samples, wiped, caught_up);
     m.rows.push(Row::new("before the wipe").latencies(&before));
@@ -105,8 +97,8 @@ pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Res
             .into(),
     );
     m.notes.push(format!(
-        "disk_mb_per_sec: {} MB written sequentially then fdatasync'ed in the wiped server's \
-         directory, after the run",
+        "disk_mb_per_sec: {} MB written sequentially then fdatasync'ed in the first server's \
+         directory, before the load",
         disk_bytes >> 20
     ));
     Ok(m)

@@ -48,13 +48,7 @@ pub async fn run(
     args: &RollingRestartArgs,
     deployment: &mut Deployment,
 ) -> anyhow::Result<Measurement> {
-    let Some(cluster) = deployment.cluster() else {
-        bail!("rolling-restart restarts the servers itself: use --start SYSTEM --servers 3 (or 5)");
-    };
-    ensure!(
-        cluster.servers().len() >= 3,
-        "rolling-restart needs an ensemble that keeps a quorum while one server is down: --servers 3 or more"
-    );
+    deployment.check_quorum_survives_one("rolling-restart", "restarts the servers")?;
     let mut m = Measurement::new("rolling-restart", deployment.label(), String::new());
     m.setting("writers", args.writers);
     m.setting("writer session timeout s", SESSION_TIMEOUT.as_secs());
