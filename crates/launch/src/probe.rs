@@ -29,9 +29,7 @@ pub fn four_letter_word(addr: SocketAddr, word: &str, timeout: Duration) -> Opti
 /// The mode `srvr` reports; None while the server does not serve (it
 /// answers "not currently serving requests" without a Mode line).
 pub fn mode(addr: SocketAddr) -> Option<Mode> {
-    let out = four_letter_word(addr, "srvr", Duration::from_secs(2))?;
-    let mode = out.lines().find_map(|line| line.strip_prefix("Mode: "))?;
-    match mode.trim() {
+    match srvr_field(addr, "Mode: ")?.trim() {
         "standalone" => Some(Mode::Standalone),
         "leader" => Some(Mode::Leader),
         "follower" => Some(Mode::Follower),
@@ -43,13 +41,23 @@ pub fn mode(addr: SocketAddr) -> Option<Mode> {
 /// The zxid `srvr` reports: the newest txn the server applied. None while
 /// it does not serve.
 pub fn zxid(addr: SocketAddr) -> Option<i64> {
-    let out = four_letter_word(addr, "srvr", Duration::from_secs(2))?;
-    parse_zxid(&out)
+    parse_zxid(&srvr_field(addr, "Zxid: ")?)
 }
 
-fn parse_zxid(srvr: &str) -> Option<i64> {
-    let zxid = srvr.lines().find_map(|line| line.strip_prefix("Zxid: "))?;
+fn parse_zxid(zxid: &str) -> Option<i64> {
     i64::from_str_radix(zxid.trim().trim_start_matches("0x"), 16).ok()
+}
+
+/// The rest of the `srvr` line that starts with `field`; None while the
+/// server does not serve (it then answers without such lines).
+fn srvr_field(addr: SocketAddr, field: &str) -> Option<String> {
+    let out = four_letter_word(addr, "srvr", Duration::from_secs(2))?;
+    field_of(&out, field)
+}
+
+fn field_of(srvr: &str, field: &str) -> Option<String> {
+    let value = srvr.lines().find_map(|line| line.strip_prefix(field))?;
+    Some(value.to_string())
 }
 
 #[cfg(test)]
@@ -59,10 +67,11 @@ mod tests {
     #[test]
     fn the_zxid_is_read_from_srvr_in_hex() {
         let srvr = "Zookeeper version: 3.8.0\nLatency min/avg/max: 0/0.0/0\nZxid: 0x100000a2f\nMode: follower\n";
-        assert_eq!(parse_zxid(srvr), Some(0x1_0000_0a2f));
-        assert_eq!(parse_zxid("Zxid: 0x0\n"), Some(0));
+        let zxid = |out: &str| parse_zxid(&field_of(out, "Zxid: ")?);
+        assert_eq!(zxid(srvr), Some(0x1_0000_0a2f));
+        assert_eq!(zxid("Zxid: 0x0\n"), Some(0));
         assert_eq!(
-            parse_zxid("This ZooKeeper instance is not currently serving requests\n"),
+            zxid("This ZooKeeper instance is not currently serving requests\n"),
             None
         );
     }

@@ -139,10 +139,7 @@ impl Server {
 
     /// The role `srvr` reports now; None while it does not serve.
     pub fn mode(&self) -> Option<Mode> {
-        if self.paused || self.child.is_none() {
-            return None;
-        }
-        probe::mode(self.socket_address())
+        probe::mode(self.answering_address()?)
     }
 
     /// Waits until the server says it serves, failing early if its process
@@ -154,10 +151,13 @@ impl Server {
     /// The zxid of the newest txn the server applied, as `srvr` reports
     /// it; None while it does not serve.
     pub fn zxid(&self) -> Option<i64> {
-        if self.paused || self.child.is_none() {
-            return None;
-        }
-        probe::zxid(self.socket_address())
+        probe::zxid(self.answering_address()?)
+    }
+
+    /// The client address, while a process runs there unpaused: a paused
+    /// one would leave a probe waiting for its timeout.
+    fn answering_address(&self) -> Option<SocketAddr> {
+        (!self.paused && self.child.is_some()).then(|| self.socket_address())
     }
 
     /// Waits until the server has applied `zxid` (a server that rejoined
