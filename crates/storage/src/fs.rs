@@ -59,6 +59,15 @@ pub trait FileSystem: Send + Sync + Debug {
     fn create(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
     /// Opens an existing file for writing, without truncating it.
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>>;
+    /// Opens an existing file for writes that bypass the page cache
+    /// (`O_DIRECT`): each must start at an offset and have a length that
+    /// are multiples of [`DIRECT_ALIGN_BYTES`], from memory aligned alike,
+    /// and a write that is not may fail with `InvalidInput`. `None` where
+    /// the file system has no such writes.
+    fn open_direct(&self, path: &Path) -> io::Result<Option<Box<dyn WritableFile>>> {
+        let _ = path;
+        Ok(None)
+    }
     /// Atomically renames `from` to `to`, replacing `to`. Durable only after
     /// [`FileSystem::sync_dir`] of the directory.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
@@ -67,6 +76,10 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Makes the creations, renames and removals of entries in `dir` durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
 }
+
+/// The alignment of a write through [`FileSystem::open_direct`]: a page,
+/// which every Linux file system and block device of ours accepts.
+pub const DIRECT_ALIGN_BYTES: usize = 4096;
 
 /// The real file system, through `std::fs`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -191,6 +204,21 @@ impl FileSystem for StdFs {
     fn open_write(&self, path: &Path) -> io::Result<Box<dyn WritableFile>> {
         let file = OpenOptions::new().write(true).open(path)?;
         Ok(Box::new(StdWritableFile { file }))
+    }
+
+    #[cfg(target_os = "linux")]
+    fn open_direct(&self, path: &Path) -> io::Result<Option<Box<dyn WritableFile>>> {
+        use std::os::unix::fs::OpenOptionsExt;
+        match OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+        {
+            Ok(file) => Ok(Some(Box::new(StdWritableFile { file }))),
+            // A file system without direct I/O (tmpfs before Linux 6.6).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {

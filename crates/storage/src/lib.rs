@@ -74,11 +74,12 @@ mod fs;
 mod record;
 mod removal;
 mod snapshot;
+mod snapshot_write;
 mod wal;
 mod wal_read;
 
 pub use error::StorageError;
-pub use fs::{FileSystem, ReadableFile, StdFs, WritableFile};
+pub use fs::{FileSystem, ReadableFile, StdFs, WritableFile, DIRECT_ALIGN_BYTES};
 pub use record::RECORD_PAYLOAD_BYTES_MAX;
 pub use snapshot::{newest_snapshot_in, SnapshotReader, SnapshotStore};
 pub use wal::{PendingSync, RecoveryMode, SegmentRemoval, Wal, WalOptions, WalRecord};
