@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::deploy::ByRole;
 
+/// Bytes in a mebibyte, for the `_mb` figures.
+pub const MIB: f64 = (1 << 20) as f64;
+
 /// Latencies in microseconds, from 1 µs to 10 minutes at 3 significant
 /// digits: a single slow request stays visible in p99.9 and max.
 #[derive(Clone)]

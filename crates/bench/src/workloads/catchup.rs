@@ -22,7 +22,7 @@ use client::{Client, CreateMode};
 
 use crate::deploy::Deployment;
 use crate::load;
-use crate::measure::{Latencies, Measurement, Row};
+use crate::measure::{Latencies, Measurement, Row, MIB};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct CatchupArgs {
@@ -52,7 +52,6 @@ const PROBE: &str = "/bench/catchup-probe";
 const CATCH_UP_LIMIT: Duration = Duration::from_secs(600);
 /// The most the disk's sequential write rate is timed over.
 const DISK_SAMPLE_BYTES_MAX: usize = 256 << 20;
-const MIB: f64 = (1 << 20) as f64;
 
 pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Result<Measurement> {
     deployment.check_quorum_survives_one("catchup", "wipes a server")?;

@@ -18,7 +18,7 @@ use client::{Client, CreateMode, Error};
 
 use crate::deploy::Deployment;
 use crate::load;
-use crate::measure::{Measurement, Row};
+use crate::measure::{Measurement, Row, MIB};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct ChildrenArgs {
@@ -211,7 +211,7 @@ async fn count(zk: &Client, children: usize, rss: Option<u64>) -> anyhow::Result
         .metric("stat_ms", stat_took.as_secs_f64() * 1e3)
         .metric("all_children_number_ms", all_took.as_secs_f64() * 1e3);
     if let Some(rss) = rss {
-        row = row.metric("servers_rss_mb", rss as f64 / (1 << 20) as f64);
+        row = row.metric("servers_rss_mb", rss as f64 / MIB);
     }
     Ok(row)
 }

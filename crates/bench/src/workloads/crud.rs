@@ -12,7 +12,7 @@ use client::{Client, CreateMode};
 
 use crate::deploy::Deployment;
 use crate::load;
-use crate::measure::{Latencies, Measurement, Row};
+use crate::measure::{Latencies, Measurement, Row, MIB};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct CrudArgs {
@@ -56,8 +56,6 @@ impl Step {
         }
     }
 }
-
-const MIB: f64 = (1 << 20) as f64;
 
 impl CrudArgs {
     /// The workload's name: a preset is reported apart.

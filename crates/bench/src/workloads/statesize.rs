@@ -15,7 +15,7 @@ use client::CreateMode;
 
 use crate::deploy::Deployment;
 use crate::load;
-use crate::measure::{Latencies, Measurement, Row};
+use crate::measure::{Latencies, Measurement, Row, MIB};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct StateSizeArgs {
@@ -101,7 +101,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     }
     loading.await??;
     let spent = spending.spent();
-    let mb_per_step = (step * args.value_size) as f64 / (1 << 20) as f64;
+    let mb_per_step = (step * args.value_size) as f64 / MIB;
     for (i, latencies) in steps.iter().enumerate() {
         if latencies.count() > 0 {
             let from = i as f64 * mb_per_step;
@@ -123,7 +123,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     );
     if let Some(rss) = deployment.rss_bytes() {
         m.rows
-            .push(Row::new("server at the end").metric("rss_mb", rss as f64 / (1 << 20) as f64));
+            .push(Row::new("server at the end").metric("rss_mb", rss as f64 / MIB));
     }
     m.notes
         .push("a probe request is a setData then a getData of a small znode".into());

@@ -11,7 +11,7 @@ use rand::seq::SliceRandom as _;
 
 use crate::deploy::Deployment;
 use crate::load::{self, Drive};
-use crate::measure::{Measurement, Row};
+use crate::measure::{Measurement, Row, MIB};
 
 #[derive(clap::Args, Clone, Debug)]
 pub struct TreeSizeArgs {
@@ -131,7 +131,7 @@ pub async fn run(args: &TreeSizeArgs, deployment: &mut Deployment) -> anyhow::Re
         }
         let mut row = Row::new(format!("server @ {size} znodes")).at(size as f64);
         if let Some(rss) = deployment.rss_bytes() {
-            row = row.metric("rss_mb", rss as f64 / (1 << 20) as f64);
+            row = row.metric("rss_mb", rss as f64 / MIB);
         }
         if deployment.cluster().is_some() {
             load::close_all(std::mem::take(&mut clients)).await;
@@ -139,7 +139,7 @@ pub async fn run(args: &TreeSizeArgs, deployment: &mut Deployment) -> anyhow::Re
             let took = tokio::task::block_in_place(|| deployment.restart())?;
             row = row.metric("restart_s", took.as_secs_f64());
             if let Some(rss) = deployment.rss_bytes() {
-                row = row.metric("rss_after_restart_mb", rss as f64 / (1 << 20) as f64);
+                row = row.metric("rss_after_restart_mb", rss as f64 / MIB);
             }
             clients = load::connect(deployment.connect_string(), args.sessions).await?;
         }
