@@ -24,7 +24,7 @@
 //! open handle also keeps the file readable if a concurrent
 //! [`SnapshotStore::save`] prunes it meanwhile.)
 
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -185,25 +185,18 @@ impl SnapshotStore {
         let ctx = || format!("writing snapshot {}", temp.display());
         let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
         let direct = self.fs.open_direct(temp).map_err(io_context(ctx))?;
-        let mut out = BufWriter::with_capacity(
-            IO_BUFFER_BYTES,
-            ChecksummedWriter::new(file.as_mut(), direct, self.direct_after_bytes),
-        );
+        let mut out = ChecksummedWriter::new(file.as_mut(), direct, self.direct_after_bytes);
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
         out.write_all(&index.to_le_bytes())
             .map_err(io_context(ctx))?;
         write(&mut out).map_err(io_context(ctx))?;
-        let mut inner = out.into_inner().map_err(|e| StorageError::Io {
-            context: ctx(),
-            source: e.into_error(),
-        })?;
-        let payload_len = inner.offset() - HEADER_BYTES;
+        let payload_len = out.offset() - HEADER_BYTES;
         let mut trailer = [0u8; TRAILER_BYTES as usize];
         trailer[0..8].copy_from_slice(&payload_len.to_le_bytes());
-        trailer[8..12].copy_from_slice(&inner.crc().to_le_bytes());
+        trailer[8..12].copy_from_slice(&out.crc().to_le_bytes());
         trailer[12..16].copy_from_slice(&TRAILER_MAGIC);
-        inner.write_all(&trailer).map_err(io_context(ctx))?;
-        inner.finish().map_err(io_context(ctx))?;
+        out.write_all(&trailer).map_err(io_context(ctx))?;
+        out.finish().map_err(io_context(ctx))?;
         file.sync_all().map_err(io_context(|| {
             format!("fsync of snapshot {}", temp.display())
         }))

@@ -15,13 +15,13 @@ use std::io::{self, Write};
 
 use crate::fs::{WritableFile, DIRECT_ALIGN_BYTES};
 
-/// How much of a snapshot being written may wait in the page cache before
-/// it is sent to disk: at most two such chunks are dirty at once. A log
-/// sync queues behind what is in flight: with 8 MB chunks each took 20-33
-/// ms while a snapshot was written, against 3 ms otherwise; with 1 MB the
-/// snapshot takes about a third longer to write. Direct writes are made a
-/// chunk of this size at a time too, so that as little is in flight.
-pub(crate) const WRITE_BACK_BYTES: u64 = 1 << 20;
+/// How much of a snapshot is gathered before it is written, and how much
+/// may wait in the page cache before it is sent to disk: at most two such
+/// chunks are dirty at once. A log sync queues behind what is in flight:
+/// with 8 MB chunks each took 20-33 ms while a snapshot was written,
+/// against 3 ms otherwise; with 1 MB the snapshot takes about a third
+/// longer to write.
+pub(crate) const CHUNK_BYTES: u64 = 1 << 20;
 
 /// Where a snapshot stops going through the page cache. Below it, a
 /// snapshot (that of a million small znodes, say) stays in memory for
@@ -29,47 +29,45 @@ pub(crate) const WRITE_BACK_BYTES: u64 = 1 << 20;
 /// pages would push out others anyway.
 pub(crate) const DIRECT_AFTER_BYTES: u64 = 512 << 20;
 
-/// Streams into a file from its start, tracking the byte offset and the
-/// running checksum of everything written.
+/// Streams into a file from its start, a chunk at a time gathered in
+/// aligned memory, tracking the running checksum of everything written.
 pub(crate) struct ChecksummedWriter<'a> {
     file: &'a mut dyn WritableFile,
-    /// Byte offset in the file of the next write.
-    offset: u64,
-    /// Where the chunk not yet sent to disk starts, of what went through
-    /// the page cache.
+    /// The same file opened for direct writes, while they are accepted.
+    direct: Option<Box<dyn WritableFile>>,
+    /// The first chunk written directly.
+    direct_from: u64,
+    chunk: AlignedChunk,
+    /// The file offset of the chunk gathered.
+    chunk_at: u64,
+    /// Where the chunk not yet sent to disk starts, of those written
+    /// through the page cache.
     unsent: u64,
     crc: u32,
-    /// Where writes start bypassing the page cache, aligned; `u64::MAX`
-    /// when they never do.
-    direct_from: u64,
-    direct: Option<DirectChunks>,
 }
 
 impl<'a> ChecksummedWriter<'a> {
-    /// `direct`: the same file opened for direct writes, used from
-    /// `direct_after` bytes on.
+    /// `direct`: the same file opened for direct writes, used from the
+    /// first chunk at or past `direct_after` bytes on.
     pub(crate) fn new(
         file: &'a mut dyn WritableFile,
         direct: Option<Box<dyn WritableFile>>,
         direct_after: u64,
     ) -> Self {
-        let direct_from = match direct {
-            Some(_) => direct_after.next_multiple_of(DIRECT_ALIGN_BYTES as u64),
-            None => u64::MAX,
-        };
         ChecksummedWriter {
             file,
-            offset: 0,
+            direct,
+            direct_from: direct_after.next_multiple_of(CHUNK_BYTES),
+            chunk: AlignedChunk::new(),
+            chunk_at: 0,
             unsent: 0,
             crc: 0,
-            direct_from,
-            direct: direct.map(|file| DirectChunks::new(file, direct_from)),
         }
     }
 
     /// The bytes written so far.
     pub(crate) fn offset(&self) -> u64 {
-        self.offset
+        self.chunk_at + self.chunk.held().len() as u64
     }
 
     /// The checksum of the bytes written so far.
@@ -77,75 +75,61 @@ impl<'a> ChecksummedWriter<'a> {
         self.crc
     }
 
-    /// Writes what is still held for a direct write; the file then needs
-    /// only its sync.
+    /// Writes the last, partial chunk; the file then needs only its sync.
     pub(crate) fn finish(mut self) -> io::Result<()> {
-        if let Some(direct) = self.direct.take() {
-            // The tail is rarely a whole aligned block: it goes through
-            // the page cache, which the final sync sends to disk.
-            self.file.write_all_at(direct.at, direct.held())?;
-        }
-        Ok(())
+        // It is rarely a whole aligned block: it goes through the page
+        // cache, which the final sync sends to disk.
+        self.write_through_cache()
     }
 
-    fn write_through_cache(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let room = self.direct_from - self.offset;
-        let n = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        self.file.write_all_at(self.offset, &buf[..n])?;
-        self.offset += n as u64;
-        self.write_back_full_chunks()?;
-        Ok(n)
-    }
-
-    fn write_back_full_chunks(&mut self) -> io::Result<()> {
-        while self.offset - self.unsent >= WRITE_BACK_BYTES {
-            if let Some(previous) = self.unsent.checked_sub(WRITE_BACK_BYTES) {
-                self.file.write_back(previous, WRITE_BACK_BYTES, true)?;
-            }
-            self.file.write_back(self.unsent, WRITE_BACK_BYTES, false)?;
-            self.unsent += WRITE_BACK_BYTES;
-        }
-        Ok(())
-    }
-
-    fn write_direct(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let Some(direct) = self.direct.as_mut() else {
-            return self.write_through_cache(buf);
-        };
-        let n = direct.hold(buf);
-        self.offset += n as u64;
-        if direct.is_full() {
-            if let Err(error) = direct.write() {
-                if error.kind() != io::ErrorKind::InvalidInput {
-                    return Err(error);
+    fn write_chunk(&mut self) -> io::Result<()> {
+        match self.direct.as_mut() {
+            Some(direct) if self.chunk_at >= self.direct_from => {
+                if let Err(error) = direct.write_all_at(self.chunk_at, self.chunk.held()) {
+                    if error.kind() != io::ErrorKind::InvalidInput {
+                        return Err(error);
+                    }
+                    self.give_up_direct(error);
+                    return self.write_chunk();
                 }
-                self.give_up_direct(error)?;
             }
+            _ => self.write_through_cache()?,
         }
-        Ok(n)
+        self.chunk_at += CHUNK_BYTES;
+        self.chunk.clear();
+        Ok(())
+    }
+
+    fn write_through_cache(&mut self) -> io::Result<()> {
+        self.file.write_all_at(self.chunk_at, self.chunk.held())?;
+        let end = self.chunk_at + self.chunk.held().len() as u64;
+        while end - self.unsent >= CHUNK_BYTES {
+            if let Some(previous) = self.unsent.checked_sub(CHUNK_BYTES) {
+                self.file.write_back(previous, CHUNK_BYTES, true)?;
+            }
+            self.file.write_back(self.unsent, CHUNK_BYTES, false)?;
+            self.unsent += CHUNK_BYTES;
+        }
+        Ok(())
     }
 
     /// The file system refused a direct write after all (a device whose
-    /// blocks are larger than our alignment): the rest, and the chunk it
-    /// refused, go through the page cache.
-    fn give_up_direct(&mut self, error: io::Error) -> io::Result<()> {
-        let direct = self.direct.take().expect("writing directly");
+    /// blocks are larger than our alignment): that chunk and the rest go
+    /// through the page cache.
+    fn give_up_direct(&mut self, error: io::Error) {
         tracing::warn!(%error, "direct writes refused; the rest of the snapshot goes through the page cache");
-        self.file.write_all_at(direct.at, direct.held())?;
-        self.direct_from = u64::MAX;
-        self.unsent = direct.at;
-        self.write_back_full_chunks()
+        self.direct = None;
+        self.unsent = self.chunk_at;
     }
 }
 
 impl Write for ChecksummedWriter<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = if self.offset < self.direct_from {
-            self.write_through_cache(buf)?
-        } else {
-            self.write_direct(buf)?
-        };
+        let n = self.chunk.hold(buf);
         self.crc = crc32c::crc32c_append(self.crc, &buf[..n]);
+        if self.chunk.is_full() {
+            self.write_chunk()?;
+        }
         Ok(n)
     }
 
@@ -154,36 +138,31 @@ impl Write for ChecksummedWriter<'_> {
     }
 }
 
-/// A chunk of the file gathered in aligned memory, then written past the
-/// page cache.
-struct DirectChunks {
-    file: Box<dyn WritableFile>,
+/// A chunk's worth of memory aligned for direct writes, filled from its
+/// start.
+struct AlignedChunk {
     /// A chunk and an alignment's slack: the chunk is `memory[start..]`.
     memory: Vec<u8>,
     start: usize,
     held: usize,
-    /// The file offset of the chunk held.
-    at: u64,
 }
 
-impl DirectChunks {
-    const CHUNK_BYTES: usize = WRITE_BACK_BYTES as usize;
+impl AlignedChunk {
+    const BYTES: usize = CHUNK_BYTES as usize;
 
-    fn new(file: Box<dyn WritableFile>, at: u64) -> Self {
-        let memory = vec![0; Self::CHUNK_BYTES + DIRECT_ALIGN_BYTES];
+    fn new() -> Self {
+        let memory = vec![0; Self::BYTES + DIRECT_ALIGN_BYTES];
         let start = memory.as_ptr().align_offset(DIRECT_ALIGN_BYTES);
-        DirectChunks {
-            file,
+        AlignedChunk {
             memory,
             start,
             held: 0,
-            at,
         }
     }
 
-    /// Takes as much of `buf` as the chunk has room for.
+    /// Takes as much of `buf` as there is room for.
     fn hold(&mut self, buf: &[u8]) -> usize {
-        let n = buf.len().min(Self::CHUNK_BYTES - self.held);
+        let n = buf.len().min(Self::BYTES - self.held);
         let from = self.start + self.held;
         self.memory[from..from + n].copy_from_slice(&buf[..n]);
         self.held += n;
@@ -195,22 +174,16 @@ impl DirectChunks {
     }
 
     fn is_full(&self) -> bool {
-        self.held == Self::CHUNK_BYTES
+        self.held == Self::BYTES
     }
 
-    /// Writes the full chunk and starts the next one after it.
-    fn write(&mut self) -> io::Result<()> {
-        let chunk = &self.memory[self.start..self.start + self.held];
-        self.file.write_all_at(self.at, chunk)?;
-        self.at += self.held as u64;
+    fn clear(&mut self) {
         self.held = 0;
-        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::io::BufWriter;
     use std::sync::{Arc, Mutex};
 
     use super::*;
@@ -261,36 +234,30 @@ mod tests {
     }
 
     /// Writes `total` bytes in pieces that straddle every boundary.
-    fn write_bytes(writer: ChecksummedWriter<'_>, total: u64) -> ChecksummedWriter<'_> {
-        let mut out = BufWriter::with_capacity(1 << 20, writer);
+    fn write_bytes(mut writer: ChecksummedWriter<'_>, total: u64) -> ChecksummedWriter<'_> {
         let mut left = total;
         let mut piece = 0u8;
         while left > 0 {
             piece = piece.wrapping_add(1);
             let block = vec![piece; 300_001];
             let n = left.min(block.len() as u64) as usize;
-            out.write_all(&block[..n]).expect("write");
+            writer.write_all(&block[..n]).expect("write");
             left -= n as u64;
         }
-        let Ok(writer) = out.into_inner() else {
-            panic!("the last buffer could not be written");
-        };
         writer
     }
 
     #[test]
     fn a_long_write_keeps_at_most_two_chunks_dirty() {
         let mut file = DirtyPages::default();
-        let total = 10 * WRITE_BACK_BYTES + 12_345;
+        let total = 10 * CHUNK_BYTES + 12_345;
         let writer = write_bytes(ChecksummedWriter::new(&mut file, None, 0), total);
         assert_eq!(writer.offset(), total);
         writer.finish().expect("finish");
-        assert_eq!(file.started, 10 * WRITE_BACK_BYTES);
-        assert_eq!(file.waited, 9 * WRITE_BACK_BYTES);
-        // One buffer's worth may land on top of the two chunks before the
-        // writer sees a chunk is full.
+        assert_eq!(file.started, 10 * CHUNK_BYTES);
+        assert_eq!(file.waited, 9 * CHUNK_BYTES);
         assert!(
-            file.most_dirty <= 2 * WRITE_BACK_BYTES + (1 << 20),
+            file.most_dirty <= 2 * CHUNK_BYTES,
             "{} bytes were dirty at once",
             file.most_dirty
         );
@@ -374,8 +341,8 @@ mod tests {
 
     #[test]
     fn past_the_threshold_whole_aligned_chunks_bypass_the_cache() {
-        let total = 5 * WRITE_BACK_BYTES + 12_345;
-        let after = WRITE_BACK_BYTES + 100;
+        let total = 5 * CHUNK_BYTES + 12_345;
+        let after = CHUNK_BYTES + 100;
         let (shared, mut cached, direct) = handles(false);
         let writer = write_bytes(
             ChecksummedWriter::new(&mut cached, Some(direct), after),
@@ -387,19 +354,15 @@ mod tests {
         let shared = shared.lock().unwrap();
         assert_eq!(shared.bytes, expected_bytes(total), "the file is whole");
         assert_eq!(crc, crc32c::crc32c(&shared.bytes));
-        let align = DIRECT_ALIGN_BYTES as u64;
-        let direct_from = after.next_multiple_of(align);
+        let direct_from = after.next_multiple_of(CHUNK_BYTES);
         let mut next = direct_from;
         for &(offset, len, address) in &shared.direct_writes {
             assert_eq!(offset, next, "direct writes follow one another");
-            assert_eq!(
-                len as u64, WRITE_BACK_BYTES,
-                "a direct write is a whole chunk"
-            );
+            assert_eq!(len as u64, CHUNK_BYTES, "a direct write is a whole chunk");
             assert_eq!(address % DIRECT_ALIGN_BYTES, 0, "from aligned memory");
             next += len as u64;
         }
-        assert_eq!(shared.direct_writes.len(), 4);
+        assert_eq!(shared.direct_writes.len(), 3);
         let cached_end = |&(offset, len): &(u64, usize)| offset + len as u64;
         assert!(
             shared
@@ -413,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_refused_direct_write_goes_through_the_cache_instead() {
-        let total = 4 * WRITE_BACK_BYTES + 777;
+        let total = 4 * CHUNK_BYTES + 777;
         let (shared, mut cached, direct) = handles(true);
         write_bytes(ChecksummedWriter::new(&mut cached, Some(direct), 0), total)
             .finish()
