@@ -92,6 +92,8 @@ impl<'a> ChecksummedWriter<'a> {
                     self.give_up_direct(error);
                     return self.write_chunk();
                 }
+                // Nothing of it waits in the page cache to be sent.
+                self.unsent = self.chunk_at + CHUNK_BYTES;
             }
             _ => self.write_through_cache()?,
         }
@@ -188,51 +190,6 @@ mod tests {
 
     use super::*;
 
-    /// Remembers which bytes were written and not yet waited on.
-    #[derive(Debug, Default)]
-    struct DirtyPages {
-        written: u64,
-        waited: u64,
-        started: u64,
-        most_dirty: u64,
-    }
-
-    impl WritableFile for DirtyPages {
-        fn write_all_at(&mut self, offset: u64, buf: &[u8]) -> io::Result<()> {
-            assert_eq!(offset, self.written, "the writer writes in order");
-            self.written += buf.len() as u64;
-            self.most_dirty = self.most_dirty.max(self.written - self.waited);
-            Ok(())
-        }
-        fn set_len(&mut self, _: u64) -> io::Result<()> {
-            Ok(())
-        }
-        fn allocate(&mut self, _: u64) -> io::Result<()> {
-            Ok(())
-        }
-        fn sync_data(&mut self) -> io::Result<()> {
-            self.waited = self.written;
-            Ok(())
-        }
-        fn sync_all(&mut self) -> io::Result<()> {
-            self.sync_data()
-        }
-        fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
-            Err(io::Error::from(io::ErrorKind::Unsupported))
-        }
-        fn write_back(&mut self, offset: u64, len: u64, wait: bool) -> io::Result<()> {
-            assert!(offset + len <= self.written, "only written bytes are sent");
-            if wait {
-                assert_eq!(offset, self.waited, "chunks are waited for in order");
-                self.waited = offset + len;
-            } else {
-                assert_eq!(offset, self.started, "chunks are started in order");
-                self.started = offset + len;
-            }
-            Ok(())
-        }
-    }
-
     /// Writes `total` bytes in pieces that straddle every boundary.
     fn write_bytes(mut writer: ChecksummedWriter<'_>, total: u64) -> ChecksummedWriter<'_> {
         let mut left = total;
@@ -249,11 +206,12 @@ mod tests {
 
     #[test]
     fn a_long_write_keeps_at_most_two_chunks_dirty() {
-        let mut file = DirtyPages::default();
+        let (shared, mut cached, _) = handles(false);
         let total = 10 * CHUNK_BYTES + 12_345;
-        let writer = write_bytes(ChecksummedWriter::new(&mut file, None, 0), total);
+        let writer = write_bytes(ChecksummedWriter::new(&mut cached, None, 0), total);
         assert_eq!(writer.offset(), total);
         writer.finish().expect("finish");
+        let file = shared.lock().unwrap();
         assert_eq!(file.started, 10 * CHUNK_BYTES);
         assert_eq!(file.waited, 9 * CHUNK_BYTES);
         assert!(
@@ -264,12 +222,18 @@ mod tests {
     }
 
     /// One file's bytes, written through either of two handles, which
-    /// note each write's offset and length and from what memory.
+    /// note each write's offset and length and from what memory, and
+    /// which of those written through the page cache were sent to disk
+    /// (`started`) and waited for (`waited`).
     #[derive(Debug, Default)]
     struct Shared {
         bytes: Vec<u8>,
         direct_writes: Vec<(u64, usize, usize)>,
         cached_writes: Vec<(u64, usize)>,
+        cached_end: u64,
+        waited: u64,
+        started: u64,
+        most_dirty: u64,
     }
 
     #[derive(Debug)]
@@ -290,6 +254,8 @@ mod tests {
                 shared.direct_writes.push((offset, buf.len(), address));
             } else {
                 shared.cached_writes.push((offset, buf.len()));
+                shared.cached_end = shared.cached_end.max(offset + buf.len() as u64);
+                shared.most_dirty = shared.most_dirty.max(shared.cached_end - shared.waited);
             }
             let end = offset as usize + buf.len();
             if shared.bytes.len() < end {
@@ -312,6 +278,21 @@ mod tests {
         }
         fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
             Err(io::Error::from(io::ErrorKind::Unsupported))
+        }
+        fn write_back(&mut self, offset: u64, len: u64, wait: bool) -> io::Result<()> {
+            let mut shared = self.shared.lock().unwrap();
+            assert!(
+                offset + len <= shared.cached_end,
+                "only written bytes are sent"
+            );
+            if wait {
+                assert_eq!(offset, shared.waited, "chunks are waited for in order");
+                shared.waited = offset + len;
+            } else {
+                assert_eq!(offset, shared.started, "chunks are started in order");
+                shared.started = offset + len;
+            }
+            Ok(())
         }
     }
 
