@@ -34,7 +34,7 @@ use tracing::{debug, warn};
 use crate::error::{io_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs};
 use crate::removal;
-use crate::snapshot_write::{ChecksummedWriter, DIRECT_AFTER_BYTES};
+use crate::snapshot_write::{direct_after_bytes, ChecksummedWriter};
 
 const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
 const TRAILER_MAGIC: [u8; 4] = *b"PDKT";
@@ -114,7 +114,7 @@ impl SnapshotStore {
             dir: dir.to_path_buf(),
             fs,
             temp_counter: AtomicU64::new(0),
-            direct_after_bytes: DIRECT_AFTER_BYTES,
+            direct_after_bytes: direct_after_bytes(),
         };
         removal::remove_leftovers(store.fs.as_ref(), dir).map_err(io_context(|| {
             format!(

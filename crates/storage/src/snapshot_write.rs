@@ -2,14 +2,14 @@
 //! disk a chunk at a time so that the log's syncs never queue behind a
 //! flood of them.
 //!
-//! The start of the file goes through the page cache, which keeps a
-//! snapshot of a small tree in memory for a restart or a follower's
-//! catch-up to read. Past [`DIRECT_AFTER_BYTES`] the rest bypasses it
-//! (`O_DIRECT`), where the file system allows: copying a big tree's
-//! gigabytes into the page cache was most of a snapshot's CPU (61% of the
-//! snapshot thread's samples in the kernel's `copy_folio_from_iter_atomic`
-//! while `paddock bench crud --preset 10gb` set 10 KB values), and it
-//! took that CPU from the requests served meanwhile.
+//! The start of the file goes through the page cache, which keeps the
+//! snapshot in memory for a restart or a follower's catch-up to read.
+//! Past [`direct_after_bytes`] the rest bypasses it (`O_DIRECT`), where
+//! the file system allows: copying a big tree's gigabytes into the page
+//! cache was most of a snapshot's CPU (61% of the snapshot thread's
+//! samples in the kernel's `copy_folio_from_iter_atomic` while `paddock
+//! bench crud --preset 10gb` set 10 KB values), and it took that CPU from
+//! the requests served meanwhile.
 
 use std::io::{self, Write};
 
@@ -23,11 +23,37 @@ use crate::fs::{WritableFile, DIRECT_ALIGN_BYTES};
 /// longer to write.
 pub(crate) const CHUNK_BYTES: u64 = 1 << 20;
 
-/// Where a snapshot stops going through the page cache. Below it, a
-/// snapshot (that of a million small znodes, say) stays in memory for
-/// whoever reads it next; above it, the copy costs seconds of CPU and its
-/// pages would push out others anyway.
-pub(crate) const DIRECT_AFTER_BYTES: u64 = 512 << 20;
+/// Where a snapshot stops going through the page cache: at a quarter of
+/// the machine's memory, and never below 512 MiB. Below it, the page
+/// cache can keep the snapshot beside the tree it was taken of, for
+/// whoever reads it next; a follower catching up from a leader whose 2 GB
+/// snapshot was past it took 8.2-10.3 s instead of 5.8-7.1 (`paddock bench
+/// catchup --start paddock --servers 3 --megabytes 2048`), the leader
+/// reading from the disk the follower wrote to. Above it, the page cache
+/// would push the snapshot's pages out before they were read anyway.
+pub(crate) fn direct_after_bytes() -> u64 {
+    const FLOOR_BYTES: u64 = 512 << 20;
+    physical_memory_bytes().map_or(u64::MAX, |memory| (memory / 4).max(FLOOR_BYTES))
+}
+
+#[cfg(unix)]
+fn physical_memory_bytes() -> Option<u64> {
+    // SAFETY: sysconf(3) reads system constants; it has no preconditions.
+    let (pages, page_bytes) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let pages = u64::try_from(pages).ok()?;
+    let page_bytes = u64::try_from(page_bytes).ok()?;
+    pages.checked_mul(page_bytes)
+}
+
+#[cfg(not(unix))]
+fn physical_memory_bytes() -> Option<u64> {
+    None
+}
 
 /// Streams into a file from its start, a chunk at a time gathered in
 /// aligned memory, tracking the running checksum of everything written.
