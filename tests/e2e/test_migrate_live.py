@@ -276,12 +276,22 @@ def set_body(path, data=b"x", version=-1):
 def move_session(raw, server):
     """`raw`'s session, resumed on `server` with its last zxid (a new
     session when `raw` is None); the old connection is dropped, not
-    closed."""
+    closed. A server that has not yet applied the session's last zxid
+    closes the connection unanswered, ZooKeeper's and Paddock's alike, and
+    a client tries again, as this does for a few seconds."""
     if raw is None:
         return RawClient(server.host, server.port)
     raw.close_socket()
-    moved = RawClient(server.host, server.port, session_id=raw.session_id,
-                      passwd=raw.passwd, last_zxid=raw.last_zxid)
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            moved = RawClient(server.host, server.port, session_id=raw.session_id,
+                              passwd=raw.passwd, last_zxid=raw.last_zxid)
+            break
+        except ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
     assert moved.negotiated_timeout > 0, f"the session was refused by {server.name}"
     return moved
 
