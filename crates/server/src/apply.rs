@@ -21,10 +21,10 @@
 //! lock and swapped in, as every txn was before.
 //!
 //! When a snapshot is due (`snapshot_schedule`: by txns or by log size)
-//! the loop hands an O(1) clone of the tree to a blocking task that writes
-//! it while applying continues.
+//! the loop hands an O(1) clone of the tree to a thread that writes it at
+//! the lowest CPU priority while applying continues (`snapshot_job`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,7 @@ use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
 use crate::pipeline;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
+use crate::snapshot_job::{Running, SnapshotJob};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 
 /// A txn that may change or walk more znodes than this is applied outside
@@ -54,7 +55,7 @@ const MEMBERSHIP_SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
     pub snapshots: Arc<Snapshots>,
-    pub snapshot_in_progress: Arc<AtomicBool>,
+    pub snapshot_job: SnapshotJob,
     /// The group's voters and learners as of the last entry applied, for
     /// the snapshots taken here.
     pub membership: Membership,
@@ -228,6 +229,11 @@ impl ApplyLoop {
         } else if self.snapshot_schedule.is_due() {
             self.start_snapshot(last_index, last_term);
         }
+        if self.snapshot_schedule.is_far_overdue() && self.snapshot_job.give_up_background() {
+            tracing::warn!(
+                "the snapshot being written at low priority has fallen behind the log (the server's requests leave it no CPU); giving it up to write the next at normal priority"
+            );
+        }
         Ok(())
     }
 
@@ -371,9 +377,9 @@ impl ApplyLoop {
     /// Starts writing a snapshot of the tree as applied through `index`;
     /// false if one is being written already.
     fn start_snapshot(&mut self, index: u64, term: u64) -> bool {
-        if self.snapshot_in_progress.swap(true, Ordering::AcqRel) {
+        let Some(running) = self.snapshot_job.start() else {
             return false;
-        }
+        };
         let tree = self.shared.published().tree.clone();
         self.snapshot_schedule.restart(TreeSize::of(&tree));
         let meta = SnapshotMeta {
@@ -382,29 +388,51 @@ impl ApplyLoop {
             membership: self.membership.clone(),
         };
         let snapshots = self.snapshots.clone();
-        let retain = self.shared.config.snapshots_retained();
-        let in_progress = self.snapshot_in_progress.clone();
         let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || {
-            let started = Instant::now();
-            match snapshots.save(&meta, retain, |out| tree.write_snapshot(out)) {
-                Ok(()) => {
-                    shared.stats.snapshots.record(started.elapsed());
-                    tracing::info!(
-                        zxid = index,
-                        nodes = tree.node_count(),
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "snapshot written"
-                    );
-                    // The log may now forget what the snapshot holds.
-                    let _ = shared.consensus.compact(meta);
-                }
-                Err(error) => tracing::error!(
-                    "writing a snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a snapshot succeeds"
-                ),
-            }
-            in_progress.store(false, Ordering::Release);
-        });
+        let spawned = std::thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || write_snapshot(&shared, &snapshots, meta, &tree, running));
+        if let Err(error) = spawned {
+            tracing::error!("cannot start a thread to write a snapshot: {error}; the log keeps growing until one starts");
+        }
         true
+    }
+}
+
+/// Writes `tree` as the snapshot `meta` names, then lets the log forget
+/// what it holds.
+fn write_snapshot(
+    shared: &Shared,
+    snapshots: &Snapshots,
+    meta: SnapshotMeta,
+    tree: &DataTree,
+    running: Running,
+) {
+    running.set_thread_priority();
+    let started = Instant::now();
+    let retain = shared.config.snapshots_retained();
+    let written = snapshots.save(&meta, retain, |out| {
+        tree.write_snapshot(&mut running.guard(out))
+    });
+    let index = meta.index;
+    match written {
+        Ok(()) => {
+            shared.stats.snapshots.record(started.elapsed());
+            tracing::info!(
+                zxid = index,
+                nodes = tree.node_count(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                priority = ?running.priority(),
+                "snapshot written"
+            );
+            // The log may now forget what the snapshot holds.
+            let _ = shared.consensus.compact(meta);
+        }
+        Err(_) if running.given_up() => {
+            tracing::info!(zxid = index, "snapshot given up");
+        }
+        Err(error) => tracing::error!(
+            "writing a snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a snapshot succeeds"
+        ),
     }
 }

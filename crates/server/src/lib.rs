@@ -8,7 +8,8 @@
 //!   `session_order`: the order of a session's requests, answers and
 //!   watch events, which the connection's reader and writer follow.
 //! - `apply`: committed txns into tree versions, watch events, snapshots;
-//!   `snapshot_schedule`: when the next snapshot is due.
+//!   `snapshot_schedule`: when the next snapshot is due; `snapshot_job`:
+//!   the one being written, at the lowest CPU priority.
 //! - `shared`: state all tasks share, and its locking rule.
 //! - `session`: session liveness and ids; `auth`, `sasl`: identities;
 //!   `delegation`: identities lent to the server's own tools' sessions.
@@ -50,6 +51,7 @@ mod server;
 mod session;
 mod session_order;
 mod shared;
+mod snapshot_job;
 mod snapshot_schedule;
 mod stats;
 mod throttle;

@@ -354,7 +354,7 @@ fn apply_loop(
     ApplyLoop {
         shared: shared.clone(),
         snapshots,
-        snapshot_in_progress: Arc::new(AtomicBool::new(false)),
+        snapshot_job: Default::default(),
         membership,
         membership_snapshot: None,
         snapshot_schedule,

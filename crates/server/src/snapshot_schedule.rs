@@ -18,6 +18,11 @@
 //! pays for at most two (the jitter halves the count), whatever the size.
 //! The price is in the restart: at most as many txns to replay as the
 //! snapshot holds nodes, and no more bytes than it holds data.
+//!
+//! A snapshot written in the background (`snapshot_job`) that is still
+//! being written when twice the unjittered limit has been logged since it
+//! began is far overdue: it is given up and written again at normal
+//! priority.
 
 use rand::Rng as _;
 
@@ -46,6 +51,9 @@ pub struct SnapshotSchedule {
     bytes: u64,
     txns_due: u64,
     bytes_due: Option<u64>,
+    /// The limits before jitter, for `is_far_overdue`.
+    txns_limit: u64,
+    bytes_limit: Option<u64>,
 }
 
 impl SnapshotSchedule {
@@ -62,6 +70,8 @@ impl SnapshotSchedule {
             bytes: 0,
             txns_due: 0,
             bytes_due: None,
+            txns_limit: 0,
+            bytes_limit: None,
         };
         schedule.restart(tree);
         schedule
@@ -77,15 +87,23 @@ impl SnapshotSchedule {
         self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
     }
 
+    /// Twice the unjittered limit logged since the last `restart`.
+    pub fn is_far_overdue(&self) -> bool {
+        self.txns >= self.txns_limit.saturating_mul(2)
+            || self
+                .bytes_limit
+                .is_some_and(|limit| self.bytes >= limit.saturating_mul(2))
+    }
+
     /// A snapshot of a tree of this size started (or the tree was replaced
     /// by one): count afresh.
     pub fn restart(&mut self, tree: TreeSize) {
         self.txns = 0;
         self.bytes = 0;
-        self.txns_due = jittered(self.snap_count.max(tree.nodes));
-        self.bytes_due = self
-            .size_limit_bytes
-            .map(|limit| jittered(limit.max(tree.bytes)));
+        self.txns_limit = self.snap_count.max(tree.nodes);
+        self.bytes_limit = self.size_limit_bytes.map(|limit| limit.max(tree.bytes));
+        self.txns_due = jittered(self.txns_limit);
+        self.bytes_due = self.bytes_limit.map(jittered);
     }
 }
 
@@ -136,6 +154,23 @@ mod tests {
             txns += 1;
         }
         assert!((51..=103).contains(&txns), "{txns}");
+    }
+
+    #[test]
+    fn far_overdue_at_twice_the_limit_by_count_or_by_size() {
+        let mut schedule = SnapshotSchedule::new(100, 1, TreeSize::default());
+        for _ in 0..199 {
+            schedule.count(1);
+        }
+        assert!(schedule.is_due() && !schedule.is_far_overdue());
+        schedule.count(1);
+        assert!(schedule.is_far_overdue());
+
+        schedule.restart(TreeSize::default());
+        schedule.count(2047);
+        assert!(!schedule.is_far_overdue());
+        schedule.count(1);
+        assert!(schedule.is_far_overdue());
     }
 
     #[test]
