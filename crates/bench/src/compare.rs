@@ -131,6 +131,7 @@ fn plan(quick: bool) -> Vec<Planned> {
         value_size: 10_240,
         loaders: 4,
         step_megabytes: q(8, 128),
+        probes: 4,
     });
     let failover_args = failover::FailoverArgs {
         kills: q(2, 5),
