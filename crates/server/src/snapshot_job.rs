@@ -73,13 +73,9 @@ impl SnapshotJob {
     /// is written at normal priority; true if there was one to ask.
     pub fn give_up_background(&self) -> bool {
         let state = &self.state;
-        if !state.running.load(Ordering::Acquire)
-            || !state.running_in_background.load(Ordering::Acquire)
-            || state.give_up.swap(true, Ordering::AcqRel)
-        {
-            return false;
-        }
-        true
+        state.running.load(Ordering::Acquire)
+            && state.running_in_background.load(Ordering::Acquire)
+            && !state.give_up.swap(true, Ordering::AcqRel)
     }
 }
 

@@ -53,11 +53,11 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     m.setting("loaded value bytes", args.value_size);
     m.setting("loader sessions", args.loaders);
     m.setting("target MB", args.megabytes);
-    m.setting("probe sessions", args.probes);
     let count = args.megabytes * (1 << 20) / args.value_size.max(1);
     let (parents, leaves) = load::tree_paths("/bench/state", count);
     let loaders = load::connect(deployment.connect_string(), args.loaders).await?;
     let probes = load::connect(deployment.connect_string(), args.probes.max(1)).await?;
+    m.setting("probe sessions", probes.len());
     client::recipes::ensure_path(&probes[0], "/bench/state").await?;
     load::create_all(&loaders, parents, Bytes::new(), 8, "parents").await?;
     for (i, probe) in probes.iter().enumerate() {
@@ -145,7 +145,7 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     }
     m.notes.push(format!(
         "a probe request is a setData then a getData of a small znode, by each of {} probe sessions",
-        args.probes.max(1)
+        probes.len()
     ));
     m.notes.push(
         "whole run cpu_us_per_op: the servers' CPU over the load, per znode created or probe"
