@@ -14,7 +14,7 @@ use std::time::Instant;
 use anyhow::Context as _;
 use client::CreateMode;
 
-use crate::deploy::Deployment;
+use crate::deploy::{CpuClock, Deployment};
 use crate::load;
 use crate::measure::{Latencies, Measurement, Row};
 
@@ -40,41 +40,17 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
     let mut m = Measurement::new("latency", deployment.label(), String::new());
     m.setting("requests of each kind", args.ops);
     m.setting("value bytes", args.value_size);
-    let clients = load::connect(deployment.connect_string(), 1).await?;
-    let zk = &clients[0];
-    client::recipes::ensure_path(zk, "/bench/latency").await?;
-    let value = vec![b'x'; args.value_size];
-    let paths: Vec<String> = (0..args.ops)
-        .map(|i| format!("/bench/latency/n{i:08}"))
-        .collect();
+    let connect = deployment.connect_string().to_string();
     let cpu = deployment.cpu_clock();
-    for kind in KINDS {
-        eprintln!("  {kind} x {}", args.ops);
-        let mut latencies = Latencies::default();
-        let began = Instant::now();
-        let spending = cpu.start();
-        for path in &paths {
-            let started = Instant::now();
-            match kind {
-                "create" => zk
-                    .create(path, &value, CreateMode::Persistent)
-                    .await
-                    .map(drop),
-                "get" => zk.get_data(path).await.map(drop),
-                "set" => zk.set_data(path, &value, None).await.map(drop),
-                _ => zk.delete(path, None).await,
-            }
-            .with_context(|| format!("{kind} {path}"))?;
-            latencies.record(started.elapsed());
-        }
-        m.rows.push(
-            Row::new(kind)
-                .throughput(&latencies, began.elapsed())
-                .cpu_per_op(spending.spent(), latencies.count())
-                .with_cdf(&latencies),
-        );
-    }
-    load::close_all(clients).await;
+    let timed = args.clone();
+    m.rows = tokio::task::spawn_blocking(move || time_requests(&connect, &cpu, &timed))
+        .await
+        .context("the synchronous client's thread panicked")??;
+    m.notes.push(
+        "the client: one session on a thread with an async runtime of its own, sending each \
+         request once the one before is answered"
+            .into(),
+    );
     let answer_bytes = args.value_size + GET_DATA_ANSWER_OVERHEAD_BYTES;
     let round_trips =
         tokio::task::block_in_place(|| time_loopback(args.ops.min(10_000), answer_bytes))
@@ -96,6 +72,56 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
         ));
     }
     Ok(m)
+}
+
+/// The timed requests, from one thread that waits for each answer before
+/// it sends the next request, woken by the network alone: a runtime of its
+/// own on this thread, so that no other thread relays a request or an
+/// answer (on the shared runtime each one crossed threads four times,
+/// which the server's latency would be charged for).
+fn time_requests(connect: &str, cpu: &CpuClock, args: &LatencyArgs) -> anyhow::Result<Vec<Row>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the synchronous client's runtime")?;
+    runtime.block_on(async {
+        let clients = load::connect(connect, 1).await?;
+        let zk = &clients[0];
+        client::recipes::ensure_path(zk, "/bench/latency").await?;
+        let value = vec![b'x'; args.value_size];
+        let paths: Vec<String> = (0..args.ops)
+            .map(|i| format!("/bench/latency/n{i:08}"))
+            .collect();
+        let mut rows = Vec::new();
+        for kind in KINDS {
+            eprintln!("  {kind} x {}", args.ops);
+            let mut latencies = Latencies::default();
+            let began = Instant::now();
+            let spending = cpu.start();
+            for path in &paths {
+                let started = Instant::now();
+                match kind {
+                    "create" => zk
+                        .create(path, &value, CreateMode::Persistent)
+                        .await
+                        .map(drop),
+                    "get" => zk.get_data(path).await.map(drop),
+                    "set" => zk.set_data(path, &value, None).await.map(drop),
+                    _ => zk.delete(path, None).await,
+                }
+                .with_context(|| format!("{kind} {path}"))?;
+                latencies.record(started.elapsed());
+            }
+            rows.push(
+                Row::new(kind)
+                    .throughput(&latencies, began.elapsed())
+                    .cpu_per_op(spending.spent(), latencies.count())
+                    .with_cdf(&latencies),
+            );
+        }
+        load::close_all(clients).await;
+        Ok(rows)
+    })
 }
 
 /// The bytes appended before each timed fdatasync: a small log record.
