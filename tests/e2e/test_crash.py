@@ -11,12 +11,20 @@ import threading
 import time
 
 import pytest
-from kazoo.exceptions import ConnectionLoss, OperationTimeoutError
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
+from zkharness import KIND
+
 KILLS = 5
-UNCERTAIN = (ConnectionLoss, OperationTimeoutError, KazooTimeoutError)
+# Apache ZooKeeper once expired the writer's session across a kill and
+# restart (a CI run, seed 844144677; three reruns of that seed and six of
+# others did not), which Paddock must never do. Only against ZooKeeper is
+# an expiry one more way for a write's outcome to be unknown; kazoo goes
+# on in a new session, and every acknowledged write is still checked.
+UNCERTAIN = (ConnectionLoss, OperationTimeoutError, KazooTimeoutError) + (
+    (SessionExpiredError,) if KIND == "zookeeper" else ())
 
 
 class Writer:

@@ -19,7 +19,7 @@ from kazoo.retry import KazooRetry
 from kazoo.security import make_acl
 
 from certs import Authority, java_subject
-from zkharness import HOST, ZK_CLI, ZK_JARS, free_port, paddock_bin
+from zkharness import HOST, ZK_CLI, ZK_JARS, free_port, paddock_bin, wait_until
 from zkwire import connect_request, frame
 
 SERVER_CNXN_FACTORY = "org.apache.zookeeper.server.NettyServerCnxnFactory"
@@ -56,13 +56,28 @@ def tls_config(pki, port, **extra):
     return config
 
 
-@pytest.fixture
-def tls_server(server_factory, pki):
-    port = free_port()
-    server = server_factory(tls_config(pki, port))
+def accepts_connections(port) -> bool:
+    try:
+        socket.create_connection((HOST, port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def with_secure_port(server, port):
+    """The server, once its TLS port listens too: Apache ZooKeeper binds it
+    only after the plain port the harness waits for."""
+    assert wait_until(lambda: accepts_connections(port), timeout=30), \
+        f"secureClientPort {port} does not listen"
     server.secure_hosts = f"{HOST}:{port}"
     server.secure_port = port
     return server
+
+
+@pytest.fixture
+def tls_server(server_factory, pki):
+    port = free_port()
+    return with_secure_port(server_factory(tls_config(pki, port)), port)
 
 
 def tls_kazoo(server, identity, pki, **kw):
@@ -239,8 +254,8 @@ def test_a_renewed_server_certificate_is_served_without_a_restart(server_factory
     keystore = tmp_path / "server-keystore.pem"
     keystore.write_bytes(pki.server.keystore.read_bytes())
     port = free_port()
-    server = server_factory(tls_config(pki, port, **{"ssl.keyStore.location": str(keystore)}))
-    server.secure_port = port
+    server = with_secure_port(
+        server_factory(tls_config(pki, port, **{"ssl.keyStore.location": str(keystore)})), port)
     before = server_serial(server, pki)
     assert before == pki.server.cert.serial_number
     renewed = pki.ca.issue("server-renewed", "localhost", server=True)
