@@ -26,7 +26,7 @@ use tree::{Outcome, TxnOp};
 
 use crate::audit::AuditedWrite;
 use crate::pipeline::{self, HeldAnswer, HeldRead, Proposal, SessionContext, Step};
-use crate::reply;
+use crate::reply::{self, Reply};
 use crate::session_order::{self, Barrier, EventOrder, Propose, SessionOrder};
 use crate::shared::{
     next_connection_id, now_ms, stamped_txn, ConnectionHandle, QueuedEvent, ReadGate, Shared,
@@ -612,13 +612,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
             continue;
         };
         let step = match step {
-            Step::Answered { bytes, number, .. } => {
-                let size = bytes.len().clamp(1, ANSWER_BYTES_QUEUED_MAX) as u32;
+            Step::Answered { reply, number, .. } => {
+                let size = reply.wire_len().clamp(1, ANSWER_BYTES_QUEUED_MAX) as u32;
                 let Ok(budget) = conn.answer_budget.clone().acquire_many_owned(size).await else {
                     return Ok(());
                 };
                 Step::Answered {
-                    bytes,
+                    reply,
                     number,
                     _budget: Some(budget),
                 }
@@ -736,10 +736,10 @@ fn schedule(
             match conn.order.read_arrived(read, latest) {
                 session_order::Answer::Now(read) => {
                     *in_process = read.in_process;
-                    let (bytes, number) =
+                    let (reply, number) =
                         answer_read(conn, session, &read.session.auth, read.xid, read.request);
                     Step::Answered {
-                        bytes,
+                        reply,
                         number,
                         _budget: None,
                     }
@@ -767,7 +767,7 @@ fn answer_read(
     auth: &Arc<Vec<Id>>,
     xid: i32,
     request: Request,
-) -> (Bytes, u64) {
+) -> (Reply, u64) {
     let shared = &*conn.shared;
     let started = Instant::now();
     let op = request.op_code();
@@ -781,7 +781,7 @@ fn answer_read(
         &mut fired,
         &conn.handle.answers_built,
     );
-    let answer = answer.into_frame();
+    let answer = answer.into_reply();
     let latency = started.elapsed();
     shared.stats.read_latency.record(latency);
     record_activity(conn, op, xid, shared.last_zxid(), latency);
@@ -789,15 +789,15 @@ fn answer_read(
 }
 
 /// A read the apply loop answered after the write it was held behind.
-fn finish_held_answer(conn: &Connection, held: HeldAnswer) -> (Bytes, u64) {
+fn finish_held_answer(conn: &Connection, held: HeldAnswer) -> (Reply, u64) {
     let shared = &*conn.shared;
     shared.stats.read_latency.record(held.took);
     record_activity(conn, held.op, held.xid, shared.last_zxid(), held.took);
-    let answer = held.answer.into_frame();
+    let answer = held.answer.into_reply();
     (with_events_before(&held.fired, answer), held.number)
 }
 
-fn with_events_before(fired: &[WatchEvent], answer: Bytes) -> Bytes {
+fn with_events_before(fired: &[WatchEvent], answer: Reply) -> Reply {
     if fired.is_empty() {
         return answer;
     }
@@ -805,8 +805,8 @@ fn with_events_before(fired: &[WatchEvent], answer: Bytes) -> Bytes {
     for event in fired {
         reply::event(&mut out, event);
     }
-    out.extend_from_slice(&answer);
-    out.freeze()
+    answer.put(&mut out);
+    Reply::Frame(out.freeze())
 }
 
 /// One SASL packet, as ZooKeeper's `processSasl` answers it: a null token
@@ -930,14 +930,14 @@ fn place(
     out: &mut BytesMut,
     event_order: &mut EventOrder,
     read: Option<u64>,
-    answer: &[u8],
+    answer: &Reply,
 ) -> u64 {
     let mut frames = 1;
     for event in event_order.before(read) {
         reply::event(out, &event);
         frames += 1;
     }
-    out.extend_from_slice(answer);
+    answer.put(out);
     for event in event_order.after(read) {
         reply::event(out, &event);
         frames += 1;
@@ -1023,14 +1023,14 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                 let mut read = None;
                 let mut held = Vec::new();
                 let answer = match step {
-                    Step::Reply(bytes) => Some(bytes),
-                    Step::Answered { bytes, number, .. } => {
+                    Step::Reply(bytes) => Some(Reply::Frame(bytes)),
+                    Step::Answered { reply, number, .. } => {
                         read = Some(number);
-                        Some(bytes)
+                        Some(reply)
                     }
                     Step::ReplyThenClose(bytes) => {
                         close = true;
-                        Some(bytes)
+                        Some(Reply::Frame(bytes))
                     }
                     Step::Close => {
                         close = true;
@@ -1047,7 +1047,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                         match answer {
                             WriteAnswer::Reply(bytes, reads) => {
                                 held = reads;
-                                Some(bytes)
+                                Some(Reply::Frame(bytes))
                             }
                             WriteAnswer::Lost => { close = true; None }
                             WriteAnswer::Cancelled => break,
@@ -1057,7 +1057,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                         let synced = await_sync(shared, token, read_index).await;
                         order.sync_finished();
                         match synced {
-                            SyncAnswer::Synced => Some(pipeline::sync_reply(shared, xid, path)),
+                            SyncAnswer::Synced => {
+                                Some(Reply::Frame(pipeline::sync_reply(shared, xid, path)))
+                            }
                             SyncAnswer::Lost => { close = true; None }
                             SyncAnswer::Cancelled => break,
                         }
@@ -1113,9 +1115,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     // reading.
     while let Ok(Queued { step, .. }) = steps.try_recv() {
         match step {
-            Step::Reply(bytes) | Step::Answered { bytes, .. } | Step::ReplyThenClose(bytes) => {
-                out.extend_from_slice(&bytes)
-            }
+            Step::Reply(bytes) | Step::ReplyThenClose(bytes) => out.extend_from_slice(&bytes),
+            Step::Answered { reply, .. } => reply.put(&mut out),
             Step::Write {
                 xid,
                 shape,
@@ -1130,7 +1131,7 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     let reads = std::mem::take(&mut committed.reads);
                     out.extend_from_slice(&pipeline::write_reply(xid, &shape, committed));
                     for held in reads {
-                        out.extend_from_slice(&finish_held_answer(&conn, held).0);
+                        finish_held_answer(&conn, held).0.put(&mut out);
                     }
                 }
             }

@@ -34,7 +34,7 @@ use tokio::sync::{oneshot, OwnedSemaphorePermit};
 use tree::{DataTree, Outcome, Txn, TxnOp};
 
 use crate::audit::AuditedWrite;
-use crate::reply;
+use crate::reply::{self, Reply};
 use crate::shared::{Committed, ConnectionHandle, Published, ReadGate, Shared, WatchEvent};
 use crate::throttle::InProcess;
 use crate::watch::{ConnectionId, WatchKind};
@@ -52,7 +52,7 @@ pub enum Step {
     /// A read answered at once, with its number (see `session_order`) and
     /// its share of the connection's answer budget, released once written.
     Answered {
-        bytes: Bytes,
+        reply: Reply,
         number: u64,
         _budget: Option<OwnedSemaphorePermit>,
     },
@@ -579,7 +579,7 @@ pub struct HeldAnswer {
 
 /// Answers a held read (apply loop); `None` if its connection has closed
 /// meanwhile. What is costly to encode is left to the connection's writer
-/// (`ReadAnswer::into_frame`).
+/// (`ReadAnswer::into_reply`).
 pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
     let started = Instant::now();
     let op = read.request.op_code();
@@ -618,6 +618,12 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
 /// the apply loop and every other reader would otherwise wait.
 pub enum ReadAnswer {
     Frame(Bytes),
+    /// getData's, encoded by the writer (`Reply::Data`).
+    Data {
+        xid: i32,
+        zxid: i64,
+        response: GetDataResponse,
+    },
     Children(ChildrenAnswer),
     /// getAllChildrenNumber walks the whole subtree: on an O(1) clone.
     Count {
@@ -630,22 +636,31 @@ pub enum ReadAnswer {
 }
 
 impl ReadAnswer {
-    pub fn into_frame(self) -> Bytes {
+    pub fn into_reply(self) -> Reply {
         match self {
-            ReadAnswer::Frame(frame) => frame,
-            ReadAnswer::Children(children) => children.into_frame(),
+            ReadAnswer::Frame(frame) => Reply::Frame(frame),
+            ReadAnswer::Data {
+                xid,
+                zxid,
+                response,
+            } => Reply::Data {
+                xid,
+                zxid,
+                response,
+            },
+            ReadAnswer::Children(children) => Reply::Frame(children.into_frame()),
             ReadAnswer::Count {
                 tree,
                 zxid,
                 xid,
                 path,
                 auth,
-            } => match tree.all_children_number(&path, &auth) {
+            } => Reply::Frame(match tree.all_children_number(&path, &auth) {
                 Ok(total_number) => {
                     reply::with_body(xid, zxid, &GetAllChildrenNumberResponse { total_number })
                 }
                 Err(err) => reply::header_only(xid, zxid, err),
-            },
+            }),
         }
     }
 }
@@ -678,6 +693,7 @@ pub fn answer_read(
             path: req.path,
             auth: auth.clone(),
         },
+        Request::GetData(req) => LockedRead::new(published, session, xid).get_data(req, auth),
         request => ReadAnswer::Frame(answer_locked(published, session, auth, xid, request, fired)),
     };
     (answer, number)
@@ -745,16 +761,9 @@ fn answer_locked(
     request: Request,
     fired: &mut Vec<WatchEvent>,
 ) -> Bytes {
-    let mut read = LockedRead {
-        zxid: published.last_zxid,
-        tree: &published.tree,
-        watches: &mut published.watches,
-        connection: session.connection,
-        xid,
-    };
+    let mut read = LockedRead::new(published, session, xid);
     match request {
         Request::Exists(req) => read.exists(req, auth),
-        Request::GetData(req) => read.get_data(req, auth),
         Request::GetChildrenPage(req) => read.children_page(req, auth),
         Request::GetAcl(req) => match read.tree.get_acl(&req.path, auth) {
             Ok((acl, stat)) => read.answer(&GetACLResponse { acl, stat }),
@@ -813,7 +822,17 @@ enum WatchQuery {
     Check,
 }
 
-impl LockedRead<'_> {
+impl<'a> LockedRead<'a> {
+    fn new(published: &'a mut Published, session: &SessionContext, xid: i32) -> Self {
+        LockedRead {
+            zxid: published.last_zxid,
+            tree: &published.tree,
+            watches: &mut published.watches,
+            connection: session.connection,
+            xid,
+        }
+    }
+
     fn answer(&self, body: &impl jute::Record) -> Bytes {
         reply::with_body(self.xid, self.zxid, body)
     }
@@ -849,15 +868,20 @@ impl LockedRead<'_> {
         }
     }
 
-    fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> Bytes {
+    /// The data is shared, not copied: the writer encodes it.
+    fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> ReadAnswer {
         match self.tree.get_data(&req.path, auth) {
             Ok((data, stat)) => {
                 if req.watch {
                     self.watch(WatchKind::Data, &req.path);
                 }
-                self.answer(&GetDataResponse { data, stat })
+                ReadAnswer::Data {
+                    xid: self.xid,
+                    zxid: self.zxid,
+                    response: GetDataResponse { data, stat },
+                }
             }
-            Err(err) => self.header_only(err),
+            Err(err) => ReadAnswer::Frame(self.header_only(err)),
         }
     }
 

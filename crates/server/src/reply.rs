@@ -1,7 +1,9 @@
 //! Whole reply frames, built on jute's frame encoders.
 
 use bytes::{Bytes, BytesMut};
-use jute::{ErrorCode, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt};
+use jute::{
+    ErrorCode, GetDataResponse, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt,
+};
 use tree::Children;
 
 use crate::shared::WatchEvent;
@@ -13,6 +15,56 @@ const REPLY_BYTES_TYPICAL: usize = 256;
 
 /// A frame's length and a reply header.
 const HEADER_FRAME_BYTES: usize = 4 + 16;
+
+/// A `Stat` on the wire: six i64 fields and five i32.
+const STAT_BYTES: usize = 6 * 8 + 5 * 4;
+
+/// A reply on its way to the connection's writer: a whole frame, or a
+/// getData answer that still holds the znode's data by reference and is
+/// encoded straight into the writer's buffer. A value is then copied once
+/// on its way to the socket rather than twice, and never under the
+/// published lock (at saturation with 1 KB values, that copy into its own
+/// frame was 3.4% of a server's samples, made while holding the lock).
+pub enum Reply {
+    Frame(Bytes),
+    Data {
+        xid: i32,
+        zxid: i64,
+        response: GetDataResponse,
+    },
+}
+
+impl Reply {
+    /// The bytes it takes on the wire.
+    pub fn wire_len(&self) -> usize {
+        match self {
+            Reply::Frame(frame) => frame.len(),
+            Reply::Data { response, .. } => {
+                let data = response.data.as_ref().map_or(0, Bytes::len);
+                HEADER_FRAME_BYTES + 4 + data + STAT_BYTES
+            }
+        }
+    }
+
+    /// Appends it to `out`.
+    pub fn put(&self, out: &mut BytesMut) {
+        match self {
+            Reply::Frame(frame) => out.extend_from_slice(frame),
+            Reply::Data {
+                xid,
+                zxid,
+                response,
+            } => {
+                let header = ReplyHeader {
+                    xid: *xid,
+                    zxid: *zxid,
+                    err: ErrorCode::Ok.code(),
+                };
+                jute::encode_reply(out, &header, Some(response));
+            }
+        }
+    }
+}
 
 /// A frame with `body` after the header.
 pub fn with_body(xid: i32, zxid: i64, body: &impl Record) -> Bytes {
@@ -127,5 +179,28 @@ mod tests {
             children(1, 2, &Children::default(), None),
             with_body(1, 2, &GetChildrenResponse { children: vec![] })
         );
+    }
+
+    #[test]
+    fn a_data_reply_put_in_place_is_the_frame_of_its_record_and_as_long_as_it_says() {
+        let stat = Stat {
+            mzxid: 5,
+            data_length: 3,
+            ..Stat::default()
+        };
+        for data in [None, Some(Bytes::new()), Some(Bytes::from_static(b"abc"))] {
+            let response = GetDataResponse { data, stat };
+            let frame = with_body(7, 9, &response);
+            let reply = Reply::Data {
+                xid: 7,
+                zxid: 9,
+                response,
+            };
+            let mut out = BytesMut::from(&b"before"[..]);
+            reply.put(&mut out);
+            assert_eq!(&out[..6], b"before");
+            assert_eq!(&out[6..], &frame[..]);
+            assert_eq!(reply.wire_len(), frame.len());
+        }
     }
 }
