@@ -28,7 +28,9 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 pub use probe::{four_letter_word, mode, Mode};
-pub use process::{cpu_time, kill, log_tail, peak_rss_bytes, rss_bytes, terminate, Server};
+pub use process::{
+    cpu_time, kill, log_tail, peak_rss_bytes, rss_bytes, terminate, Server, SetAside,
+};
 pub use spec::{Flavor, Ports, Spec};
 
 /// How long a server may take to start serving as a member of its

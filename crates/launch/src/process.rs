@@ -274,25 +274,65 @@ impl Server {
     /// Removes the server's data, keeping its zoo.cfg, myid and log: as if
     /// its disk had been replaced. Only while the process is down.
     pub fn wipe(&mut self) -> anyhow::Result<()> {
+        self.set_data_aside()?.remove()
+    }
+
+    /// Moves the server's data out of its directory, as [`Self::wipe`]
+    /// removes it, at the cost of a rename: deleting gigabytes on the disk
+    /// the other servers share can wait until it disturbs nothing being
+    /// measured ([`SetAside::remove`]; dropped, it is removed too). Only
+    /// while the process is down.
+    pub fn set_data_aside(&mut self) -> anyhow::Result<SetAside> {
         if self.is_running() {
             bail!("server {} must be down to wipe its data", self.plan.id);
         }
         let keep = ["zoo.cfg", "myid", "server.log"];
         let dir = &self.plan.dir;
+        let mut aside_name = dir.file_name().unwrap_or_default().to_owned();
+        aside_name.push("-wiped");
+        let aside = SetAside {
+            dir: dir.with_file_name(aside_name),
+        };
+        aside.remove_dir()?;
+        std::fs::create_dir(&aside.dir)
+            .with_context(|| format!("creating {}", aside.dir.display()))?;
         for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let entry = entry?;
             if keep.iter().any(|k| entry.file_name() == *k) {
                 continue;
             }
             let path = entry.path();
-            let removed = if entry.file_type()?.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            removed.with_context(|| format!("removing {}", path.display()))?;
+            std::fs::rename(&path, aside.dir.join(entry.file_name()))
+                .with_context(|| format!("moving {} aside", path.display()))?;
         }
-        Ok(())
+        Ok(aside)
+    }
+}
+
+/// A wiped server's former data, beside its directory until removed.
+#[derive(Debug)]
+pub struct SetAside {
+    dir: PathBuf,
+}
+
+impl SetAside {
+    pub fn remove(self) -> anyhow::Result<()> {
+        self.remove_dir()
+    }
+
+    fn remove_dir(&self) -> anyhow::Result<()> {
+        match std::fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(e).with_context(|| format!("removing {}", self.dir.display()))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Drop for SetAside {
+    fn drop(&mut self) {
+        let _ = self.remove_dir();
     }
 }
 
@@ -412,5 +452,51 @@ mod tests {
         }
         assert!(std::hint::black_box(sum) > 0);
         assert!(cpu_time(u32::MAX).is_none(), "no such process");
+    }
+
+    #[test]
+    fn data_set_aside_leaves_the_configuration_and_goes_once_removed() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("node2");
+        std::fs::create_dir_all(dir.join("version-paddock/log")).unwrap();
+        for kept in ["zoo.cfg", "myid", "server.log"] {
+            std::fs::write(dir.join(kept), kept).unwrap();
+        }
+        std::fs::write(dir.join("version-paddock/log/wal"), b"entries").unwrap();
+        let mut server = Server {
+            plan: Plan {
+                id: 2,
+                client_port: 0,
+                peer_port: 0,
+                election_port: 0,
+                observer: false,
+                dir: dir.clone(),
+            },
+            argv: Vec::new(),
+            env: Vec::new(),
+            child: None,
+            paused: false,
+        };
+        let names = |dir: &Path| {
+            let mut names: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+
+        let aside = server.set_data_aside().unwrap();
+        assert_eq!(names(&dir), ["myid", "server.log", "zoo.cfg"]);
+        assert_eq!(names(base.path()), ["node2", "node2-wiped"]);
+        let wal = base.path().join("node2-wiped/version-paddock/log/wal");
+        assert_eq!(std::fs::read(wal).unwrap(), b"entries");
+        aside.remove().unwrap();
+        assert_eq!(names(base.path()), ["node2"]);
+
+        std::fs::create_dir(dir.join("version-paddock")).unwrap();
+        server.wipe().unwrap();
+        assert_eq!(names(base.path()), ["node2"]);
+        assert_eq!(names(&dir), ["myid", "server.log", "zoo.cfg"]);
     }
 }
