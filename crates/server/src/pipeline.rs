@@ -617,13 +617,8 @@ pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
 /// it: for a node of millions of children that takes seconds, in which
 /// the apply loop and every other reader would otherwise wait.
 pub enum ReadAnswer {
-    Frame(Bytes),
-    /// getData's, encoded by the writer (`Reply::Data`).
-    Data {
-        xid: i32,
-        zxid: i64,
-        response: GetDataResponse,
-    },
+    /// As it goes out: a frame, or getData's answer (`Reply::Data`).
+    Ready(Reply),
     Children(ChildrenAnswer),
     /// getAllChildrenNumber walks the whole subtree: on an O(1) clone.
     Count {
@@ -638,16 +633,7 @@ pub enum ReadAnswer {
 impl ReadAnswer {
     pub fn into_reply(self) -> Reply {
         match self {
-            ReadAnswer::Frame(frame) => Reply::Frame(frame),
-            ReadAnswer::Data {
-                xid,
-                zxid,
-                response,
-            } => Reply::Data {
-                xid,
-                zxid,
-                response,
-            },
+            ReadAnswer::Ready(reply) => reply,
             ReadAnswer::Children(children) => Reply::Frame(children.into_frame()),
             ReadAnswer::Count {
                 tree,
@@ -693,8 +679,12 @@ pub fn answer_read(
             path: req.path,
             auth: auth.clone(),
         },
-        Request::GetData(req) => LockedRead::new(published, session, xid).get_data(req, auth),
-        request => ReadAnswer::Frame(answer_locked(published, session, auth, xid, request, fired)),
+        Request::GetData(req) => {
+            ReadAnswer::Ready(LockedRead::new(published, session, xid).get_data(req, auth))
+        }
+        request => ReadAnswer::Ready(Reply::Frame(answer_locked(
+            published, session, auth, xid, request, fired,
+        ))),
     };
     (answer, number)
 }
@@ -869,19 +859,19 @@ impl<'a> LockedRead<'a> {
     }
 
     /// The data is shared, not copied: the writer encodes it.
-    fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> ReadAnswer {
+    fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> Reply {
         match self.tree.get_data(&req.path, auth) {
             Ok((data, stat)) => {
                 if req.watch {
                     self.watch(WatchKind::Data, &req.path);
                 }
-                ReadAnswer::Data {
+                Reply::Data {
                     xid: self.xid,
                     zxid: self.zxid,
                     response: GetDataResponse { data, stat },
                 }
             }
-            Err(err) => ReadAnswer::Frame(self.header_only(err)),
+            Err(err) => Reply::Frame(self.header_only(err)),
         }
     }
 
