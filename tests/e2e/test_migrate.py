@@ -189,7 +189,10 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk, release):
         first.stop()
         suffix = {"gz": ".gz", "snappy": ".snappy", None: ""}[compression]
         snapshots = list((first.data_dir / "version-2").glob("snapshot.*"))
-        assert len(snapshots) > 2 and all(s.name.endswith(suffix) for s in snapshots)
+        # The empty one ZooKeeper starts with and at least one of the fill's:
+        # it skips a snapshot due while the last is still being written, so
+        # a slow machine may see only one of the two or three it is due.
+        assert len(snapshots) >= 2 and all(s.name.endswith(suffix) for s in snapshots)
 
         moved = start_on(tmp_path, "paddock", "paddock", port)
         out = paddock("import", "--from-zookeeper", first.data_dir, "--data-dir", moved.data_dir)
