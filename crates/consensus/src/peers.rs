@@ -66,8 +66,13 @@ impl Receiving {
         self.peers().insert(peer, Instant::now());
     }
 
-    fn ended(&self, peer: u64) {
-        self.peers().remove(&peer);
+    /// Ends the peer's import, calling `step` first under the same lock:
+    /// an append the peer sends once raft has answered the snapshot then
+    /// passes, and only after the snapshot message is on its way to raft.
+    fn end(&self, peer: u64, step: impl FnOnce()) {
+        let mut peers = self.peers();
+        step();
+        peers.remove(&peer);
     }
 
     fn holds_appends_from(&self, peer: u64) -> bool {
@@ -388,13 +393,15 @@ impl SnapshotInbox {
                 Arriving::Piece { from, piece } => self.piece(from, piece),
                 Arriving::Message(message) => {
                     let from = message.from;
-                    if self.written(&message).await {
-                        step(message);
-                    }
+                    let written = self.written(&message).await;
                     // The peer's import is over, whichever way: its appends
                     // now come after the snapshot, or bring a rejection
                     // that makes it send a snapshot again.
-                    self.receiving.ended(from);
+                    self.receiving.end(from, || {
+                        if written {
+                            step(message);
+                        }
+                    });
                 }
             }
         }
