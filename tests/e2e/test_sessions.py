@@ -170,13 +170,16 @@ def test_client_ahead_of_server_is_refused(server):
 
 
 @pytest.mark.paddock_only("ZooKeeper refuses at once; Paddock waits a moment for the zxid")
-def test_client_just_ahead_of_server_is_served_once_it_catches_up(server):
+def test_client_just_ahead_of_server_is_served_once_it_catches_up(server_factory):
     """Right after a leader change the server a client moves to may be a
     few milliseconds behind the one it left.  Paddock holds the handshake
     of a client that has seen a newer zxid for up to 250 ms; once the
-    server has applied that zxid, the session is created."""
+    server has applied that zxid, the session is created. A server of its
+    own: on the shared one an earlier test's session can expire between
+    the two creates, a txn that moves the zxid past the one counted on."""
     import socket
     from zkwire import connect_request, frame, read_until_close
+    server = server_factory()
     writer = RawClient(server.host, server.port)
     try:
         assert writer.create("/ahead-1", b"")[0] == 0
