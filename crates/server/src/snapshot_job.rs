@@ -1,5 +1,6 @@
 //! The snapshot being written, on a thread of its own, at the lowest CPU
-//! priority: it takes the CPU that requests leave, not a share of theirs.
+//! and I/O priority: it takes the CPU and the disk time that requests
+//! leave, not a share of theirs.
 //!
 //! At normal priority the writer is one more busy thread on cores the
 //! request path needs: serialising gigabytes takes 10-20 s of CPU, and
@@ -7,6 +8,13 @@
 //! In `paddock bench statesize` to 4 GB a probe's worst latency was 89-110
 //! ms at normal priority and 15-38 ms at nice 19; in `crud --preset 10gb`
 //! the worst set took 175-392 ms and 48-66 ms, the phases as fast.
+//!
+//! Its disk writes are in the idle I/O class, so that the block layer's
+//! scheduler sends the log's writes and syncs first. In `crud --preset
+//! 10gb`, whose 10 KB set phase has a snapshot of the growing tree
+//! written nearly all the time, three runs each: the phase ran at
+//! 14,993-17,930 sets/s against 14,074-15,608, with a p99.9 of 16.7-18.0
+//! ms against 20.0-57.5.
 //!
 //! A thread cannot raise its priority again without CAP_SYS_NICE, so a
 //! snapshot that falls far behind (`SnapshotSchedule::is_far_overdue`: a
@@ -91,11 +99,12 @@ impl Running {
         self.priority
     }
 
-    /// Lowers the calling thread's priority if this snapshot is written
-    /// in the background. Raising a thread's nice value needs no privilege.
+    /// Lowers the calling thread's CPU and I/O priority if this snapshot
+    /// is written in the background. Lowering either needs no privilege.
     pub fn set_thread_priority(&self) {
         if self.priority == Priority::Background {
             lower_thread_priority(BACKGROUND_NICE);
+            lower_thread_io_priority();
         }
     }
 
@@ -162,6 +171,33 @@ fn lower_thread_priority(nice: i32) {
 #[cfg(not(target_os = "linux"))]
 fn lower_thread_priority(_nice: i32) {}
 
+/// `ioprio_set`'s class for I/O served only when no other is waiting
+/// (`IOPRIO_CLASS_IDLE`), placed above the 13 bits of level in a value.
+#[cfg(target_os = "linux")]
+const IOPRIO_IDLE: libc::c_long = 3 << 13;
+/// `IOPRIO_WHO_PROCESS`: with id 0, the calling thread.
+#[cfg(target_os = "linux")]
+const IOPRIO_WHO_PROCESS: libc::c_long = 1;
+
+/// Puts the calling thread's disk I/O in the idle class, so that the
+/// block layer's scheduler sends the log's writes and syncs ahead of the
+/// snapshot's (mq-deadline and bfq keep the classes apart; with no
+/// scheduler the class changes nothing).
+#[cfg(target_os = "linux")]
+fn lower_thread_io_priority() {
+    // SAFETY: ioprio_set takes three integers.
+    let result = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, 0, IOPRIO_IDLE) };
+    if result != 0 {
+        tracing::debug!(
+            "could not lower the snapshot thread's I/O priority: {}",
+            io::Error::last_os_error()
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn lower_thread_io_priority() {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,14 +261,21 @@ mod tests {
         let running = job.start().unwrap();
         let nice_of_this_thread =
             || unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t) };
-        let before = nice_of_this_thread();
+        // SAFETY: ioprio_get takes two integers.
+        let io_priority_of_this_thread =
+            || unsafe { libc::syscall(libc::SYS_ioprio_get, IOPRIO_WHO_PROCESS, 0) };
+        let before = (nice_of_this_thread(), io_priority_of_this_thread());
         let lowered = std::thread::spawn(move || {
             running.set_thread_priority();
-            nice_of_this_thread()
+            (nice_of_this_thread(), io_priority_of_this_thread())
         })
         .join()
         .unwrap();
-        assert_eq!(lowered, BACKGROUND_NICE);
-        assert_eq!(nice_of_this_thread(), before);
+        assert_eq!(lowered, (BACKGROUND_NICE, IOPRIO_IDLE));
+        assert_ne!(before.1, IOPRIO_IDLE);
+        assert_eq!(
+            (nice_of_this_thread(), io_priority_of_this_thread()),
+            before
+        );
     }
 }
