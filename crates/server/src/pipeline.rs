@@ -858,17 +858,18 @@ impl<'a> LockedRead<'a> {
         }
     }
 
-    /// The data is shared, not copied: the writer encodes it.
+    /// The node is shared, not copied: the writer encodes its data.
     fn get_data(&mut self, req: jute::PathAndWatch, auth: &[Id]) -> Reply {
-        match self.tree.get_data(&req.path, auth) {
-            Ok((data, stat)) => {
+        match self.tree.get_data_node(&req.path, auth) {
+            Ok(node) => {
                 if req.watch {
                     self.watch(WatchKind::Data, &req.path);
                 }
                 Reply::Data {
                     xid: self.xid,
                     zxid: self.zxid,
-                    response: GetDataResponse { data, stat },
+                    stat: node.client_stat(),
+                    node,
                 }
             }
             Err(err) => Reply::Frame(self.header_only(err)),

@@ -1,10 +1,10 @@
 //! Whole reply frames, built on jute's frame encoders.
 
+use std::sync::Arc;
+
 use bytes::{Bytes, BytesMut};
-use jute::{
-    ErrorCode, GetDataResponse, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt,
-};
-use tree::Children;
+use jute::{ErrorCode, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt};
+use tree::{Children, Node};
 
 use crate::shared::WatchEvent;
 
@@ -20,7 +20,7 @@ const HEADER_FRAME_BYTES: usize = 4 + 16;
 const STAT_BYTES: usize = 6 * 8 + 5 * 4;
 
 /// A reply on its way to the connection's writer: a whole frame, or a
-/// getData answer that still holds the znode's data by reference and is
+/// getData answer that still holds the znode (the version read) and is
 /// encoded straight into the writer's buffer. A value is then copied once
 /// on its way to the socket rather than twice, and never under the
 /// published lock (at saturation with 1 KB values, that copy into its own
@@ -30,7 +30,9 @@ pub enum Reply {
     Data {
         xid: i32,
         zxid: i64,
-        response: GetDataResponse,
+        node: Arc<Node>,
+        /// The node's stat as the client sees it, taken when it was read.
+        stat: Stat,
     },
 }
 
@@ -39,28 +41,31 @@ impl Reply {
     pub fn wire_len(&self) -> usize {
         match self {
             Reply::Frame(frame) => frame.len(),
-            Reply::Data { response, .. } => {
-                let data = response.data.as_ref().map_or(0, Bytes::len);
-                HEADER_FRAME_BYTES + 4 + data + STAT_BYTES
-            }
+            Reply::Data { node, .. } => HEADER_FRAME_BYTES + 4 + node.data_len() + STAT_BYTES,
         }
     }
 
-    /// Appends it to `out`.
+    /// Appends it to `out`: for getData, the frame of its
+    /// `GetDataResponse`.
     pub fn put(&self, out: &mut BytesMut) {
         match self {
             Reply::Frame(frame) => out.extend_from_slice(frame),
             Reply::Data {
                 xid,
                 zxid,
-                response,
+                node,
+                stat,
             } => {
                 let header = ReplyHeader {
                     xid: *xid,
                     zxid: *zxid,
                     err: ErrorCode::Ok.code(),
                 };
-                jute::encode_reply(out, &header, Some(response));
+                jute::encode_frame(out, |out| {
+                    header.encode(out);
+                    out.write_opt_buffer(node.data.as_deref());
+                    stat.encode(out);
+                });
             }
         }
     }
@@ -140,7 +145,8 @@ pub fn bare(body: &impl Record) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jute::{GetChildren2Response, GetChildrenResponse};
+    use jute::{GetChildren2Response, GetChildrenResponse, GetDataResponse};
+    use tree::{AclList, StatPersisted};
 
     #[test]
     fn a_children_reply_is_the_response_record_of_the_same_names() {
@@ -189,12 +195,13 @@ mod tests {
             ..Stat::default()
         };
         for data in [None, Some(Bytes::new()), Some(Bytes::from_static(b"abc"))] {
-            let response = GetDataResponse { data, stat };
-            let frame = with_body(7, 9, &response);
+            let node = Node::new(data.clone(), AclList::default(), StatPersisted::default());
+            let frame = with_body(7, 9, &GetDataResponse { data, stat });
             let reply = Reply::Data {
                 xid: 7,
                 zxid: 9,
-                response,
+                node: Arc::new(node),
+                stat,
             };
             let mut out = BytesMut::from(&b"before"[..]);
             reply.put(&mut out);
