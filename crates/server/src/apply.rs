@@ -42,6 +42,37 @@ use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 /// wait for a long one.
 const ZNODES_TOUCHED_IN_PLACE_MAX: usize = 64;
 
+/// Txns of a batch decoded ahead of being applied, so that the znodes
+/// they look up are loaded into the cache together (`DataTree::prefetch`)
+/// rather than one miss after another as each is applied. Among 1M znodes
+/// a setData's lookup is about five cache misses in a row: in-process a
+/// setData took 808-945 ns applied this way and 1498-1691 one by one
+/// (`tree_costs 1000000 500000 1000`), and a standalone server with no
+/// snapshot running spent 8.40-8.59 µs of CPU per setData of 1M znodes
+/// instead of 8.94-9.00 (6.99-7.22 instead of 7.71-7.95 among 1,000).
+const PREFETCH_TXNS: usize = 32;
+
+/// A committed entry and its txn, decoded.
+struct Decoded {
+    /// The entry, its data taken.
+    entry: CommittedEntry<Waiter>,
+    /// The entry's size in the log.
+    bytes: usize,
+    /// `None` for raft's own entries, which carry no txn.
+    txn: Option<Result<Txn, jute::DecodeError>>,
+}
+
+impl Decoded {
+    fn of(mut entry: CommittedEntry<Waiter>) -> Self {
+        let data = std::mem::take(&mut entry.data);
+        Decoded {
+            entry,
+            bytes: data.len(),
+            txn: (!data.is_empty()).then(|| Txn::decode(data)),
+        }
+    }
+}
+
 /// How long servers a reconfig removed stay reachable: a removed leader
 /// hands over and answers within an election timeout or two.
 const DEPARTED_PEERS_GRACE: Duration = Duration::from_secs(5);
@@ -165,48 +196,24 @@ impl ApplyLoop {
     fn apply_batch(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Result<(), ApplyError> {
         let mut replies: Vec<(oneshot::Sender<Committed>, Committed)> = Vec::new();
         let mut closed_sessions: Vec<i64> = Vec::new();
-        let mut last = None;
-        for entry in batch {
-            last = Some((entry.index, entry.term));
-            if let Some(membership) = entry.membership {
-                self.follow_membership(&membership);
-                self.membership = membership;
-                self.membership_snapshot = Some((entry.index, entry.term));
+        let last = batch.last().map(|entry| (entry.index, entry.term));
+        let mut entries = batch.into_iter();
+        loop {
+            let ahead: Vec<Decoded> = entries
+                .by_ref()
+                .take(PREFETCH_TXNS)
+                .map(Decoded::of)
+                .collect();
+            if ahead.is_empty() {
+                break;
             }
-            if entry.data.is_empty() {
-                // Raft's own entry (a new leader's no-op): no txn, no zxid.
-                self.shared.published().applied_index = entry.index;
-                continue;
-            }
-            self.snapshot_schedule.count(entry.data.len());
-            let txn = Txn::decode(entry.data).map_err(|source| ApplyError::BadEntry {
-                index: entry.index,
-                source,
-            })?;
-            let zxid = entry.index as i64;
-            let (outcome, quota_breaches) = self.apply_txn(entry.index, &txn);
-            if let TxnOp::Reconfig { members } = &txn.op {
-                self.reach_members(members);
-            }
-            self.track_session(&txn, &outcome, &mut closed_sessions);
-            if let Some(waiter) = entry.waiter {
-                self.shared.quota_report.report(&quota_breaches);
-                // Before the next txn: the reads held behind this write see
-                // it and none of their session's later writes.
-                let reads = waiter.gate.as_ref().map_or_else(Vec::new, |gate| {
-                    gate.pass()
-                        .into_iter()
-                        .filter_map(|read| pipeline::answer_held(&self.shared, read))
-                        .collect()
-                });
-                replies.push((
-                    waiter.reply,
-                    Committed {
-                        zxid,
-                        outcome,
-                        reads,
-                    },
-                ));
+            let txns = ahead
+                .iter()
+                .filter_map(|decoded| decoded.txn.as_ref()?.as_ref().ok());
+            self.shared.published().tree.prefetch(txns);
+            for decoded in ahead {
+                let reply = self.apply_entry(decoded, &mut closed_sessions)?;
+                replies.extend(reply);
             }
         }
         let Some((last_index, last_term)) = last else {
@@ -235,6 +242,55 @@ impl ApplyLoop {
             );
         }
         Ok(())
+    }
+
+    /// Applies one committed entry; for a txn this server proposed, the
+    /// answer to send its waiter once the batch is applied.
+    fn apply_entry(
+        &mut self,
+        decoded: Decoded,
+        closed_sessions: &mut Vec<i64>,
+    ) -> Result<Option<(oneshot::Sender<Committed>, Committed)>, ApplyError> {
+        let Decoded { entry, bytes, txn } = decoded;
+        if let Some(membership) = entry.membership {
+            self.follow_membership(&membership);
+            self.membership = membership;
+            self.membership_snapshot = Some((entry.index, entry.term));
+        }
+        let Some(txn) = txn else {
+            // Raft's own entry (a new leader's no-op): no txn, no zxid.
+            self.shared.published().applied_index = entry.index;
+            return Ok(None);
+        };
+        self.snapshot_schedule.count(bytes);
+        let txn = txn.map_err(|source| ApplyError::BadEntry {
+            index: entry.index,
+            source,
+        })?;
+        let zxid = entry.index as i64;
+        let (outcome, quota_breaches) = self.apply_txn(entry.index, &txn);
+        if let TxnOp::Reconfig { members } = &txn.op {
+            self.reach_members(members);
+        }
+        self.track_session(&txn, &outcome, closed_sessions);
+        let Some(waiter) = entry.waiter else {
+            return Ok(None);
+        };
+        self.shared.quota_report.report(&quota_breaches);
+        // Before the next txn: the reads held behind this write see it and
+        // none of their session's later writes.
+        let reads = waiter.gate.as_ref().map_or_else(Vec::new, |gate| {
+            gate.pass()
+                .into_iter()
+                .filter_map(|read| pipeline::answer_held(&self.shared, read))
+                .collect()
+        });
+        let committed = Committed {
+            zxid,
+            outcome,
+            reads,
+        };
+        Ok(Some((waiter.reply, committed)))
     }
 
     /// A membership change divides the requests in process this server

@@ -25,6 +25,9 @@ const VALUE_BYTES: usize = 128;
 /// sessions.
 const SESSION: i64 = 0x100;
 
+/// Txns prefetched together, as the server's apply loop does.
+const PREFETCH_GROUP: usize = 32;
+
 fn main() {
     let args: Vec<u64> = std::env::args()
         .skip(1)
@@ -50,6 +53,12 @@ fn main() {
     let started = Instant::now();
     tree.set_all(&paths);
     report("setData", started.elapsed(), ops);
+    let other_paths: Vec<String> = (0..ops)
+        .map(|_| layout.path(random.below(znodes)))
+        .collect();
+    let started = Instant::now();
+    tree.set_all_prefetched(&other_paths, PREFETCH_GROUP);
+    report("setData, prefetched 32 at a time", started.elapsed(), ops);
     let started = Instant::now();
     for path in &paths {
         tree.tree.get_data(path, &[]).expect("a created znode");
@@ -110,15 +119,12 @@ impl Applier {
     }
 
     fn apply(&mut self, op: TxnOp) {
+        self.apply_txn(&txn_of(op));
+    }
+
+    fn apply_txn(&mut self, txn: &Txn) {
         self.zxid += 1;
-        let txn = Txn {
-            time_ms: 1,
-            session_id: SESSION,
-            auth: vec![],
-            enforce_quota: false,
-            op,
-        };
-        let applied = self.tree.apply(self.zxid, &txn);
+        let applied = self.tree.apply(self.zxid, txn);
         assert_eq!(applied.outcome.reply_err(), ErrorCode::Ok, "{txn:?}");
     }
 
@@ -145,15 +151,44 @@ impl Applier {
     }
 
     fn set_all(&mut self, paths: &[String]) {
-        let value = Bytes::from(vec![b'y'; VALUE_BYTES]);
-        for path in paths {
-            self.apply(TxnOp::SetData {
-                path: path.clone(),
-                data: Some(value.clone()),
-                version: -1,
-            });
+        for txn in set_data_txns(paths) {
+            self.apply_txn(&txn);
         }
     }
+
+    /// As a server applies a batch: `group` txns decoded, their znodes
+    /// prefetched together, then applied.
+    fn set_all_prefetched(&mut self, paths: &[String], group: usize) {
+        let txns = set_data_txns(paths);
+        for chunk in txns.chunks(group) {
+            self.tree.prefetch(chunk);
+            for txn in chunk {
+                self.apply_txn(txn);
+            }
+        }
+    }
+}
+
+fn txn_of(op: TxnOp) -> Txn {
+    Txn {
+        time_ms: 1,
+        session_id: SESSION,
+        auth: vec![],
+        enforce_quota: false,
+        op,
+    }
+}
+
+fn set_data_txns(paths: &[String]) -> Vec<Txn> {
+    let value = Bytes::from(vec![b'y'; VALUE_BYTES]);
+    let set = |path: &String| {
+        txn_of(TxnOp::SetData {
+            path: path.clone(),
+            data: Some(value.clone()),
+            version: -1,
+        })
+    };
+    paths.iter().map(set).collect()
 }
 
 fn report(what: &str, elapsed: Duration, count: u64) {

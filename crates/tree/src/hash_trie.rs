@@ -18,6 +18,8 @@
 
 use std::sync::Arc;
 
+use crate::prefetch;
+
 /// Bits of the key each level takes.
 const LEVEL_BITS: u32 = 6;
 
@@ -221,6 +223,41 @@ impl<V: Clone> HashTrie<V> {
                 Slot::Vacant => unreachable!("{VACANT}"),
             }
             level += 1;
+        }
+    }
+
+    /// Starts loading what lookups of `keys` will read, a level at a time
+    /// for all of them, so that their cache misses overlap where one
+    /// lookup after another waits for each in turn; `found` is given the
+    /// value of each key that leads to one, to start loading what it
+    /// points to. Each round reads the slot the round before asked for.
+    pub(crate) fn prefetch(&self, keys: &[u64], mut found: impl FnMut(&V)) {
+        let mut walks: Vec<(u64, &Slot<V>)> = Vec::with_capacity(keys.len());
+        walks.extend(keys.iter().filter_map(|&key| {
+            let slot = self.root.slot(key, 0)?;
+            prefetch::object(slot);
+            Some((key, slot))
+        }));
+        let mut level = 0;
+        while !walks.is_empty() {
+            level += 1;
+            walks.retain_mut(|(key, slot)| match slot {
+                Slot::Leaf(k, value) => {
+                    if k == key {
+                        found(value);
+                    }
+                    false
+                }
+                Slot::Branch(child) => match child.slot(*key, level) {
+                    Some(next) => {
+                        prefetch::object(next);
+                        *slot = next;
+                        true
+                    }
+                    None => false,
+                },
+                Slot::Vacant => unreachable!("{VACANT}"),
+            });
         }
     }
 
@@ -464,6 +501,29 @@ mod tests {
                 let listed: Vec<(u64, u32)> = clone.iter().map(|(k, v)| (k, *v)).collect();
                 prop_assert_eq!(listed, seen.into_iter().collect::<Vec<_>>());
             }
+        }
+    }
+
+    proptest! {
+        /// The walk that prefetches a group of lookups ends at the values
+        /// the lookups find, and at no others.
+        #[test]
+        fn prefetching_finds_what_lookups_find(
+            keys in proptest::collection::btree_set(key(), 0..300),
+            sought in proptest::collection::vec(key(), 0..64),
+        ) {
+            let mut trie = HashTrie::default();
+            for &k in &keys {
+                trie.insert(k, k);
+            }
+            // Some keys that are there, some that may not be.
+            let sought: Vec<u64> = sought.into_iter().chain(keys.iter().copied().step_by(3)).collect();
+            let mut prefetched = Vec::new();
+            trie.prefetch(&sought, |&v| prefetched.push(v));
+            prefetched.sort_unstable();
+            let mut found: Vec<u64> = sought.iter().filter_map(|k| trie.get(*k).copied()).collect();
+            found.sort_unstable();
+            prop_assert_eq!(prefetched, found);
         }
     }
 

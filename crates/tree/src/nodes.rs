@@ -65,6 +65,19 @@ impl Nodes {
         self.get(path).is_some()
     }
 
+    /// Starts loading what lookups of `paths` will read, all at once: the
+    /// hash trie's slots, then each path and its node (see
+    /// [`HashTrie::prefetch`]).
+    pub(crate) fn prefetch<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
+        let hashes: Vec<u64> = paths.into_iter().map(path_hash).collect();
+        self.by_hash.prefetch(&hashes, |bucket| {
+            if let Bucket::One(path, node) = bucket {
+                prefetch::object(&**path);
+                prefetch::object(&**node);
+            }
+        });
+    }
+
     /// The node at `path`, to change in place (copying what this version
     /// shares with another first).
     pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut Arc<Node>> {

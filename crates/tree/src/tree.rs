@@ -17,6 +17,7 @@ use crate::nodes::Nodes;
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
 use crate::session::SessionInfo;
+use crate::txn::Txn;
 
 /// The data tree: znodes, sessions, and the indexes ZooKeeper keeps
 /// beside them. Every map is persistent (imbl), so `clone` is O(1) and a
@@ -105,6 +106,18 @@ impl DataTree {
     /// The node at `path`, with ZooKeeper's `""` alias for the root.
     pub(crate) fn node(&self, path: &str) -> Option<&Arc<Node>> {
         self.nodes.get(path::lookup_key(path))
+    }
+
+    /// Starts loading, into the CPU's cache, the znodes `txns` will look
+    /// up, so that applying them one after another does not wait for each
+    /// miss in turn: among 1M znodes a lookup is about five misses, one
+    /// after the other. Only a hint: it changes nothing.
+    pub fn prefetch<'a>(&self, txns: impl IntoIterator<Item = &'a Txn>) {
+        let mut paths = Vec::new();
+        for txn in txns {
+            txn.op.looked_up(&mut paths);
+        }
+        self.nodes.prefetch(paths.into_iter().map(path::lookup_key));
     }
 
     /// Every node strictly below `path`, depth first through the children

@@ -12,6 +12,8 @@
 use bytes::{Bytes, BytesMut};
 use jute::{Acl, CreateMode, DecodeError, ErrorCode, Id, Reader, Record, WriteExt};
 
+use crate::path;
+
 /// Version of the encoding below; bump it with any change. Format 2 added
 /// null data (length -1), which format 1 never holds; format 3 added the
 /// flags word. Each entry is written in the oldest format that can hold
@@ -135,6 +137,25 @@ pub enum TxnOp {
 }
 
 impl TxnOp {
+    /// Appends the paths it looks up, for [`DataTree::prefetch`]: its
+    /// znode's, and its parent's for a create or a delete.
+    pub(crate) fn looked_up<'a>(&'a self, paths: &mut Vec<&'a str>) {
+        match self {
+            TxnOp::Create { path, .. } | TxnOp::Delete { path, .. } | TxnOp::Reap { path } => {
+                paths.push(path);
+                paths.extend(path::parent_of(path));
+            }
+            TxnOp::SetData { path, .. }
+            | TxnOp::SetAcl { path, .. }
+            | TxnOp::Check { path, .. } => paths.push(path),
+            TxnOp::Multi(ops) => ops.iter().for_each(|op| op.looked_up(paths)),
+            TxnOp::CreateSession { .. }
+            | TxnOp::CloseSession
+            | TxnOp::Reconfig { .. }
+            | TxnOp::Error { .. } => {}
+        }
+    }
+
     fn has_null_data(&self) -> bool {
         match self {
             TxnOp::Create { data, .. } | TxnOp::SetData { data, .. } => data.is_none(),
