@@ -6,7 +6,7 @@
 //! fdatasync time under a durable write, and a loopback round trip
 //! between two threads that do nothing else under every answer.
 
-use std::io::{Read as _, Write as _};
+use std::io::{Read as _, Seek as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::Path;
 use std::time::Instant;
@@ -62,13 +62,21 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
          else: the least any server answers a read in on this machine"
     ));
     if let Some(dir) = deployment.data_dir() {
-        let syncs = tokio::task::block_in_place(|| time_fdatasync(&dir, args.ops.min(1000)))
-            .with_context(|| format!("timing fdatasync in {}", dir.display()))?;
-        m.rows.push(Row::new("fdatasync").latencies(&syncs));
+        let count = args.ops.min(1000);
+        for (row, within) in [
+            ("fdatasync", Within::Written),
+            ("fdatasync appended", Within::Appended),
+        ] {
+            let syncs = tokio::task::block_in_place(|| time_fdatasync(&dir, count, within))
+                .with_context(|| format!("timing fdatasync in {}", dir.display()))?;
+            m.rows.push(Row::new(row).latencies(&syncs));
+        }
         m.notes.push(format!(
-            "fdatasync: {} bytes appended then fdatasync'ed, one at a time, in the servers' data \
-             directory: what every durable write waits for at least",
-            SYNC_BYTES
+            "fdatasync: {SYNC_BYTES} bytes written then fdatasync'ed, one at a time, in the \
+             servers' data directory, over blocks written before (as a log that preallocates \
+             its files writes): what every durable write waits for at least; fdatasync \
+             appended: the same records appended, which changes the file's size and so syncs \
+             its metadata too"
         ));
     }
     Ok(m)
@@ -124,11 +132,25 @@ fn time_requests(connect: &str, cpu: &CpuClock, args: &LatencyArgs) -> anyhow::R
     })
 }
 
-/// The bytes appended before each timed fdatasync: a small log record.
+/// The bytes written before each timed fdatasync: a small log record.
 const SYNC_BYTES: usize = 1024;
 
-fn time_fdatasync(dir: &Path, count: usize) -> std::io::Result<Latencies> {
+/// Where the timed records go.
+#[derive(Debug, Clone, Copy)]
+enum Within {
+    /// Over zeros written and synced first: only the data is synced.
+    Written,
+    /// Past the file's end: its size, metadata, is synced with the data.
+    Appended,
+}
+
+fn time_fdatasync(dir: &Path, count: usize, within: Within) -> std::io::Result<Latencies> {
     let mut file = tempfile::tempfile_in(dir)?;
+    if let Within::Written = within {
+        file.write_all(&vec![0; count * SYNC_BYTES])?;
+        file.sync_all()?;
+        file.rewind()?;
+    }
     let record = vec![b'x'; SYNC_BYTES];
     let mut latencies = Latencies::default();
     for _ in 0..count {
@@ -190,9 +212,11 @@ mod tests {
     #[test]
     fn fdatasync_is_timed_once_per_record() {
         let dir = tempfile::tempdir().unwrap();
-        let syncs = super::time_fdatasync(dir.path(), 3).unwrap();
-        assert_eq!(syncs.count(), 3);
-        // the file was temporary: nothing is left behind
+        for within in [super::Within::Written, super::Within::Appended] {
+            let syncs = super::time_fdatasync(dir.path(), 3, within).unwrap();
+            assert_eq!(syncs.count(), 3);
+        }
+        // the files were temporary: nothing is left behind
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 }
