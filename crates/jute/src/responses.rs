@@ -79,6 +79,16 @@ pub struct GetDataResponse {
     pub stat: Stat,
 }
 
+impl GetDataResponse {
+    /// The body `encode` writes, from parts the caller only borrows: a
+    /// server encodes a znode's data where it lies, without a copy or a
+    /// count of its own.
+    pub fn encode_parts(buf: &mut BytesMut, data: Option<&[u8]>, stat: &Stat) {
+        buf.write_opt_buffer(data);
+        stat.encode(buf);
+    }
+}
+
 impl Record for GetDataResponse {
     fn decode(r: &mut Reader) -> Result<Self, DecodeError> {
         Ok(Self {
@@ -88,8 +98,7 @@ impl Record for GetDataResponse {
     }
 
     fn encode(&self, buf: &mut BytesMut) {
-        buf.write_opt_buffer(self.data.as_deref());
-        self.stat.encode(buf);
+        Self::encode_parts(buf, self.data.as_deref(), &self.stat);
     }
 }
 

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use jute::{ErrorCode, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt};
+use jute::{
+    ErrorCode, GetDataResponse, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt,
+};
 use tree::{Children, Node};
 
 use crate::shared::WatchEvent;
@@ -63,8 +65,7 @@ impl Reply {
                 };
                 jute::encode_frame(out, |out| {
                     header.encode(out);
-                    out.write_opt_buffer(node.data.as_deref());
-                    stat.encode(out);
+                    GetDataResponse::encode_parts(out, node.data.as_deref(), stat);
                 });
             }
         }
@@ -145,7 +146,7 @@ pub fn bare(body: &impl Record) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jute::{GetChildren2Response, GetChildrenResponse, GetDataResponse};
+    use jute::{GetChildren2Response, GetChildrenResponse};
     use tree::{AclList, StatPersisted};
 
     #[test]

@@ -58,7 +58,8 @@ fn main() {
         .collect();
     let started = Instant::now();
     tree.set_all_prefetched(&other_paths, PREFETCH_GROUP);
-    report("setData, prefetched 32 at a time", started.elapsed(), ops);
+    let label = format!("setData, prefetched {PREFETCH_GROUP} at a time");
+    report(&label, started.elapsed(), ops);
     let started = Instant::now();
     for path in &paths {
         tree.tree.get_data(path, &[]).expect("a created znode");
