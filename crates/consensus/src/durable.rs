@@ -7,114 +7,191 @@
 //! holds at least those entries, and is trimmed by whole segments after
 //! each snapshot.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use raft::prelude::{ConfState, Entry, HardState};
-use storage::{PendingSync, RecordLocation, SegmentRemoval, Wal, WalOptions, WalRecord};
+use storage::{
+    PendingSync, RecordLocation, RecoveryMode, SegmentRemoval, StdFs, Wal, WalOptions, WalRecord,
+};
 
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
 use crate::snapshot::SnapshotMeta;
 use crate::Error;
 
-/// Entries decoded and handed to the log store at a time on recovery.
-const RECOVERY_CHUNK_ENTRIES: usize = 4096;
+/// What recovery keeps of the WAL's records, which it is handed one at a
+/// time as the log is read: the last hard state, and each entry raft still
+/// has, by term and location, with the entries themselves for the newest
+/// `decoded_bytes_max` of them (what the log store keeps in memory). So
+/// recovery holds neither the log's bytes nor all its entries decoded.
+struct Recovery {
+    dir: PathBuf,
+    found: Recovered,
+    decoded_bytes_max: u64,
+    /// The first damage met; the records after it are passed over.
+    error: Option<Error>,
+}
 
-/// What recovery keeps of the WAL's records: the last hard state, and
-/// where each entry raft still has lies, in index order.
+/// What recovery found.
 struct Recovered {
     hard_state: Option<HardState>,
     /// The newest snapshot's index, or a later snapshot mark's.
     snapshot_index: u64,
+    /// Index `snapshot_index + 1 + i` is `entries[i]`.
     entries: Vec<Survivor>,
+    /// The entries of the last `decoded.len()` survivors.
+    decoded: VecDeque<Entry>,
+    /// Their stored bytes.
+    decoded_bytes: u64,
 }
 
 /// An entry record that is part of the recovered log.
+#[derive(Debug, Clone, Copy)]
 struct Survivor {
-    index: u64,
-    /// Position in the records `Wal::open` returned.
-    record: usize,
+    term: u64,
     location: RecordLocation,
 }
 
 impl Recovered {
     fn last_index(&self) -> u64 {
-        self.entries.last().map_or(self.snapshot_index, |e| e.index)
+        self.snapshot_index + self.entries.len() as u64
     }
 
-    /// Keeps the entry at `index` (record `position`), dropping any it
-    /// overwrites; entries the snapshot holds are passed over.
-    fn keep_entry(
-        &mut self,
-        dir: &Path,
-        index: u64,
-        position: usize,
-        location: RecordLocation,
-    ) -> Result<(), Error> {
-        if index <= self.snapshot_index {
+    /// The survivors whose entry was not kept decoded, and those whose was.
+    fn split(&self) -> (&[Survivor], &[Survivor]) {
+        self.entries
+            .split_at(self.entries.len() - self.decoded.len())
+    }
+
+    fn truncate(&mut self, keep: usize) {
+        let decoded_from = self.entries.len() - self.decoded.len();
+        for dropped in self.entries.drain(keep..).rev() {
+            if self.decoded.len() > keep.saturating_sub(decoded_from) {
+                self.decoded.pop_back();
+                self.decoded_bytes -= dropped.location.stored_bytes();
+            }
+        }
+    }
+
+    /// Forgets the oldest decoded entries while they take more than `max`.
+    fn forget_oldest_entries(&mut self, max: u64) {
+        while self.decoded_bytes > max {
+            let (older, _) = self.split();
+            let Some(oldest) = self.entries.get(older.len()) else {
+                return;
+            };
+            self.decoded_bytes -= oldest.location.stored_bytes();
+            self.decoded.pop_front();
+        }
+    }
+}
+
+impl Recovery {
+    fn new(dir: &Path, snapshot_index: u64, decoded_bytes_max: u64) -> Self {
+        Recovery {
+            dir: dir.to_path_buf(),
+            found: Recovered {
+                hard_state: None,
+                snapshot_index,
+                entries: Vec::new(),
+                decoded: VecDeque::new(),
+                decoded_bytes: 0,
+            },
+            decoded_bytes_max,
+            error: None,
+        }
+    }
+
+    /// Takes the next record in append order: the last hard state wins, a
+    /// snapshot mark supersedes the entries before it, and a record for an
+    /// index already seen is raft overwriting a conflicting suffix, which
+    /// drops the old tail.
+    fn visit(&mut self, rec: WalRecord) {
+        if self.error.is_none() {
+            if let Err(error) = self.take(&rec) {
+                self.error = Some(error);
+            }
+        }
+    }
+
+    fn take(&mut self, rec: &WalRecord) -> Result<(), Error> {
+        let kind = record::decode(&rec.payload).map_err(|reason| self.bad(rec.index, reason))?;
+        match kind {
+            LogRecord::Entry => self.keep_entry(rec)?,
+            LogRecord::HardState(hs) => self.found.hard_state = Some(hs),
+            LogRecord::SnapshotMark { index } => {
+                self.found.truncate(0);
+                self.found.snapshot_index = self.found.snapshot_index.max(index);
+            }
+        }
+        Ok(())
+    }
+
+    fn bad(&self, index: u64, reason: String) -> Error {
+        Error::BadRecord {
+            dir: self.dir.clone(),
+            index,
+            reason,
+        }
+    }
+
+    /// Keeps the entry `rec` holds, dropping any it overwrites; entries the
+    /// snapshot holds are passed over.
+    fn keep_entry(&mut self, rec: &WalRecord) -> Result<(), Error> {
+        let index = rec.index;
+        let found = &mut self.found;
+        if index <= found.snapshot_index {
             return Ok(());
         }
-        let expected_next = self.last_index() + 1;
+        let expected_next = found.last_index() + 1;
         if index > expected_next {
             return Err(Error::LogGap {
-                dir: dir.to_path_buf(),
+                dir: self.dir.clone(),
                 expected_after: expected_next - 1,
                 found: index,
             });
         }
-        self.entries
-            .truncate((index - (self.snapshot_index + 1)) as usize);
-        self.entries.push(Survivor {
-            index,
-            record: position,
-            location,
+        found.truncate((index - (found.snapshot_index + 1)) as usize);
+        let entry =
+            record::decode_entry(&rec.payload, index).map_err(|reason| self.bad(index, reason))?;
+        let found = &mut self.found;
+        found.entries.push(Survivor {
+            term: entry.term,
+            location: rec.location,
         });
+        found.decoded.push_back(entry);
+        found.decoded_bytes += rec.location.stored_bytes();
+        found.forget_oldest_entries(self.decoded_bytes_max);
         Ok(())
     }
-}
 
-fn decode(dir: &Path, rec: &WalRecord) -> Result<LogRecord, Error> {
-    record::decode(&rec.payload).map_err(|reason| Error::BadRecord {
-        dir: dir.to_path_buf(),
-        index: rec.index,
-        reason,
-    })
-}
-
-/// Decodes the entry a survivor of recovery names, checking that it is
-/// the entry its record's index said.
-fn decode_survivor(dir: &Path, records: &[WalRecord], survivor: &Survivor) -> Result<Entry, Error> {
-    let rec = &records[survivor.record];
-    record::decode_entry(&rec.payload, survivor.index).map_err(|reason| Error::BadRecord {
-        dir: dir.to_path_buf(),
-        index: rec.index,
-        reason,
-    })
-}
-
-/// Replays the WAL's records in order over a snapshot at `snapshot_index`:
-/// the last hard state wins, a snapshot mark supersedes the entries before
-/// it, and a record for an index already seen is raft overwriting a
-/// conflicting suffix, which drops the old tail. Entries are not decoded
-/// here: an entry's index is its record's own (`DurableLog::write`).
-fn recover(dir: &Path, records: &[WalRecord], snapshot_index: u64) -> Result<Recovered, Error> {
-    let mut recovered = Recovered {
-        hard_state: None,
-        snapshot_index,
-        entries: Vec::new(),
-    };
-    for (position, rec) in records.iter().enumerate() {
-        match decode(dir, rec)? {
-            LogRecord::Entry => recovered.keep_entry(dir, rec.index, position, rec.location)?,
-            LogRecord::HardState(hs) => recovered.hard_state = Some(hs),
-            LogRecord::SnapshotMark { index } => {
-                recovered.entries.clear();
-                recovered.snapshot_index = recovered.snapshot_index.max(index);
-            }
+    /// The recovered log, or the first damage found in it.
+    fn finish(self) -> Result<Recovered, Error> {
+        match self.error {
+            Some(error) => Err(error),
+            None => Ok(self.found),
         }
     }
-    Ok(recovered)
+}
+
+/// Reads the log in `dir` over a snapshot at `snapshot_index`, keeping
+/// the newest `decoded_bytes_max` of its entries decoded.
+fn recover(
+    dir: &Path,
+    snapshot_index: u64,
+    decoded_bytes_max: u64,
+) -> Result<(Wal, Recovered), Error> {
+    let mut recovery = Recovery::new(dir, snapshot_index, decoded_bytes_max);
+    let wal = Wal::open_visiting(
+        dir,
+        WalOptions::default(),
+        RecoveryMode::TolerateTailCorruption,
+        Arc::new(StdFs),
+        &mut |rec| recovery.visit(rec),
+    )?;
+    Ok((wal, recovery.finish()?))
 }
 
 /// What a stopped server's log holds after its newest snapshot, read
@@ -135,11 +212,9 @@ pub struct StoppedLog {
 /// log repairs a torn tail exactly as the server would on its next start;
 /// never call this while a server runs on `dir`.
 pub fn read_stopped_log(dir: &Path, snapshot_index: u64) -> Result<StoppedLog, Error> {
-    let (_wal, records) = Wal::open(dir, WalOptions::default())?;
-    let recovered = recover(dir, &records, snapshot_index)?;
-    let mut entries = Vec::with_capacity(recovered.entries.len());
-    for survivor in &recovered.entries {
-        let entry = decode_survivor(dir, &records, survivor)?;
+    let (_wal, recovered) = recover(dir, snapshot_index, u64::MAX)?;
+    let mut entries = Vec::with_capacity(recovered.decoded.len());
+    for entry in recovered.decoded {
         let data = match entry.get_entry_type() {
             raft::prelude::EntryType::EntryNormal => entry.data,
             _ => bytes::Bytes::new(),
@@ -175,18 +250,16 @@ impl DurableLog {
         learners: &[u64],
         snapshot: Option<&SnapshotMeta>,
     ) -> Result<Self, Error> {
-        let (wal, records) = Wal::open(dir, WalOptions::default())?;
+        let snapshot_index = snapshot.map_or(0, |s| s.index);
+        let (wal, recovered) = recover(dir, snapshot_index, ENTRY_CACHE_BYTES_MAX)?;
         let log = LogStore::new(
             ConfState::from((voters.to_vec(), learners.to_vec())),
             wal.reader(),
             ENTRY_CACHE_BYTES_MAX,
         );
-        let snapshot_index = snapshot.map_or(0, |s| s.index);
         if let Some(meta) = snapshot {
             log.apply_snapshot(meta.index, meta.term, meta.conf_state());
         }
-
-        let recovered = recover(dir, &records, snapshot_index)?;
         let snapshot_term = snapshot.map_or(0, |s| s.term);
         let found_hard_state = recovered.hard_state.is_some();
         let mut hard_state = recovered.hard_state.clone().unwrap_or_default();
@@ -194,17 +267,11 @@ impl DurableLog {
         hard_state.commit = hard_state
             .commit
             .clamp(recovered.snapshot_index, recovered.last_index());
-        // Decoded a chunk at a time: the log store keeps only the newest
-        // entries, so the whole log is never held decoded.
-        for chunk in recovered.entries.chunks(RECOVERY_CHUNK_ENTRIES) {
-            let entries = chunk
-                .iter()
-                .map(|survivor| decode_survivor(dir, &records, survivor))
-                .collect::<Result<Vec<Entry>, Error>>()?;
-            let locations: Vec<RecordLocation> =
-                chunk.iter().map(|survivor| survivor.location).collect();
-            log.append(&entries, &locations);
-        }
+        let (older, newest) = recovered.split();
+        log.append_uncached(older.iter().map(|s| (s.term, s.location)));
+        let locations: Vec<RecordLocation> = newest.iter().map(|s| s.location).collect();
+        let entries: Vec<Entry> = recovered.decoded.into();
+        log.append(&entries, &locations);
         log.set_hard_state(hard_state);
         Ok(Self {
             dir: dir.to_path_buf(),
@@ -537,25 +604,67 @@ mod tests {
         assert_eq!(store.term(6).unwrap(), 1);
     }
 
-    /// Recovery hands the log store its entries a chunk at a time; a log
-    /// of several chunks, whose suffix raft overwrote across a chunk's
-    /// edge, reads back whole and in order.
+    /// Writes `count` entries of term 1, then raft's overwrite of the
+    /// suffix from `overwritten_from` with term 2; each entry's data is
+    /// `data_bytes` long and names its index and term.
+    fn write_overwritten_log(dir: &Path, count: u64, overwritten_from: u64, data_bytes: usize) {
+        let mut log = DurableLog::open(dir, &[1], &[], None).unwrap();
+        let batch: Vec<Entry> = (1..=count)
+            .map(|i| entry(i, 1, &sized_data(i, 1, data_bytes)))
+            .collect();
+        log.persist(&batch, None).unwrap();
+        let rewrite: Vec<Entry> = (overwritten_from..=count)
+            .map(|i| entry(i, 2, &sized_data(i, 2, data_bytes)))
+            .collect();
+        log.persist(&rewrite, Some(&hard_state(2, 1, count)))
+            .unwrap();
+    }
+
+    fn sized_data(index: u64, term: u64, len: usize) -> Vec<u8> {
+        let mut data = format!("{index}@{term}").into_bytes();
+        data.resize(len.max(data.len()), b'.');
+        data
+    }
+
+    /// Recovery keeps only the newest entries decoded, as many as fit the
+    /// bytes it is given; an overwrite across that window's edge leaves
+    /// every index with its right term, and the newest decoded.
     #[test]
-    fn a_log_of_several_recovery_chunks_reads_back_whole() {
+    fn recovery_keeps_only_the_newest_entries_decoded() {
         let dir = tempfile::tempdir().unwrap();
-        let count = 3 * RECOVERY_CHUNK_ENTRIES as u64 + 7;
-        let overwritten_from = RECOVERY_CHUNK_ENTRIES as u64 - 2;
-        let data = |index: u64, term: u64| format!("{index}@{term}").into_bytes();
-        {
-            let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
-            let batch: Vec<Entry> = (1..=count).map(|i| entry(i, 1, &data(i, 1))).collect();
-            log.persist(&batch, None).unwrap();
-            let rewrite: Vec<Entry> = (overwritten_from..=count)
-                .map(|i| entry(i, 2, &data(i, 2)))
-                .collect();
-            log.persist(&rewrite, Some(&hard_state(2, 1, count)))
-                .unwrap();
+        let (count, overwritten_from, data_bytes) = (1000, 950, 100);
+        write_overwritten_log(dir.path(), count, overwritten_from, data_bytes);
+        let window = 100 * 130;
+        let (_wal, recovered) = recover(dir.path(), 0, window).unwrap();
+        assert_eq!(recovered.last_index(), count);
+        let term = |index: u64| if index < overwritten_from { 1 } else { 2 };
+        for (survivor, index) in recovered.entries.iter().zip(1..) {
+            assert_eq!(survivor.term, term(index), "index {index}");
         }
+        let (_, newest) = recovered.split();
+        let first_decoded = count + 1 - newest.len() as u64;
+        for (entry, index) in recovered.decoded.iter().zip(first_decoded..) {
+            assert_eq!((entry.index, entry.term), (index, term(index)));
+            assert_eq!(
+                entry.data.as_ref(),
+                sized_data(index, term(index), data_bytes)
+            );
+        }
+        let decoded_bytes: u64 = newest.iter().map(|s| s.location.stored_bytes()).sum();
+        assert_eq!(decoded_bytes, recovered.decoded_bytes);
+        assert!(decoded_bytes <= window, "{decoded_bytes}");
+        assert!(newest.len() >= 50, "{}", newest.len());
+    }
+
+    /// A log larger than the log store's cache reads back whole and in
+    /// order: its older entries from the files, the newest from memory.
+    #[test]
+    fn a_log_larger_than_the_entry_cache_reads_back_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let data_bytes = 100 << 10;
+        let count = ENTRY_CACHE_BYTES_MAX / data_bytes as u64 + 80;
+        let overwritten_from = count - 40;
+        write_overwritten_log(dir.path(), count, overwritten_from, data_bytes);
         let log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
         let store = log.raft_storage();
         assert_eq!(store.last_index().unwrap(), count);
@@ -565,7 +674,10 @@ mod tests {
         for (entry, index) in entries.iter().zip(1..) {
             let term = if index < overwritten_from { 1 } else { 2 };
             assert_eq!((entry.index, entry.term), (index, term));
-            assert_eq!(entry.data.as_ref(), data(index, term).as_slice());
+            assert_eq!(
+                entry.data.as_ref(),
+                sized_data(index, term, data_bytes).as_slice()
+            );
         }
         assert_eq!(entries.len() as u64, count);
     }

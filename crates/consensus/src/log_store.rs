@@ -101,6 +101,24 @@ impl LogStore {
         core.cache_bytes = 0;
     }
 
+    /// Appends entries known by term and location only, which raft's reads
+    /// will fetch from the log: recovery's older entries, before it
+    /// [`LogStore::append`]s the newest.
+    ///
+    /// # Panics
+    /// If entries are cached: these must come before them.
+    pub(crate) fn append_uncached(&self, slots: impl IntoIterator<Item = (u64, RecordLocation)>) {
+        let mut core = self.core();
+        assert!(
+            core.cache.is_empty(),
+            "entries known by location only come before cached ones"
+        );
+        let slots = slots
+            .into_iter()
+            .map(|(term, location)| Slot { term, location });
+        core.slots.extend(slots);
+    }
+
     /// Appends `entries`, written at `locations`, replacing any suffix of
     /// the log from the first of them.
     ///
