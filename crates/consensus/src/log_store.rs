@@ -210,18 +210,20 @@ impl LogStore {
 
     /// Reads the entries from `low` on at `locations` back from the log.
     fn read_back(&self, low: u64, locations: &[RecordLocation]) -> raft::Result<Vec<Entry>> {
-        let payloads = self.reader.read(locations).map_err(other)?;
-        payloads
-            .iter()
-            .zip(low..)
-            .map(|(payload, index)| {
-                record::decode_entry(payload, index).map_err(|reason| {
+        let mut index = low;
+        let decoded = self
+            .reader
+            .read_each(locations, |payload| {
+                let entry = record::decode_entry(payload, index).map_err(|reason| {
                     other(format!(
                         "the log record of entry {index}, read back: {reason}"
                     ))
-                })
+                });
+                index += 1;
+                entry
             })
-            .collect()
+            .map_err(other)?;
+        decoded.into_iter().collect()
     }
 }
 

@@ -496,16 +496,20 @@ fn records_are_read_back_where_append_and_open_say_they_are() {
     }
     // Read back before the sync too: the reader sees what was written.
     let reader = wal.reader();
-    let back = reader.read(&appended).expect("read back");
+    let back = reader
+        .read_each(&appended, |p| p.to_vec())
+        .expect("read back");
     assert_eq!(back.len(), 30);
     for (i, bytes) in back.iter().enumerate() {
-        assert_eq!(bytes.as_ref(), payloads[i].as_slice(), "record {}", i + 1);
+        assert_eq!(bytes, &payloads[i], "record {}", i + 1);
     }
     // Any subset, in any order.
     let picked = [appended[17], appended[3], appended[4], appended[29]];
-    let back = reader.read(&picked).expect("read subset");
-    assert_eq!(back[0].as_ref(), payloads[17].as_slice());
-    assert_eq!(back[3].as_ref(), payloads[29].as_slice());
+    let back = reader
+        .read_each(&picked, |p| p.to_vec())
+        .expect("read subset");
+    assert_eq!(back[0], payloads[17]);
+    assert_eq!(back[3], payloads[29]);
     wal.sync().expect("sync");
     drop(wal);
 
@@ -514,9 +518,12 @@ fn records_are_read_back_where_append_and_open_say_they_are() {
     assert_eq!(located, appended, "open reports the places append did");
     // Released segments cannot be read: the location is stale, not reused.
     wal.release_through(8).expect("release");
-    assert!(wal.reader().read(&appended[..1]).is_err());
+    assert!(wal.reader().read_each(&appended[..1], |_| ()).is_err());
     assert_eq!(
-        wal.reader().read(&appended[8..9]).expect("read")[0].as_ref(),
+        wal.reader()
+            .read_each(&appended[8..9], |p| p.to_vec())
+            .expect("read")[0]
+            .as_slice(),
         payloads[8].as_slice()
     );
 }
@@ -529,7 +536,7 @@ fn a_record_overwritten_on_disk_does_not_read_back_as_valid() {
     wal.sync().expect("sync");
     let file = segments(tmp.path()).remove(0);
     flip_byte(&file, located[0].stored_bytes() + SEGMENT_HEADER_BYTES - 1);
-    match wal.reader().read(&located) {
+    match wal.reader().read_each(&located, |_| ()) {
         Err(StorageError::Corrupt { .. }) => {}
         other => panic!("a damaged record must read back as corrupt, got {other:?}"),
     }
