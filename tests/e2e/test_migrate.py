@@ -229,6 +229,11 @@ def test_zookeeper_to_paddock_and_back(tmp_path, compression, bulk, release):
         assert again.exists("/app/owned-later").ephemeralOwner == session_id
         again.stop()
         again.close()
+    except AssertionError as failure:
+        # A client that cannot resume says little on its own: what each
+        # server logged does.
+        tails = "\n".join(f"--- {s.name} log tail ---\n{s.stderr_tail(40)}" for s in servers)
+        raise AssertionError(f"{failure}\n{tails}") from failure
     finally:
         if holder is not None:
             holder.stop()
