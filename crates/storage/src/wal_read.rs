@@ -143,3 +143,34 @@ impl WalReader {
             })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Wal, WalOptions};
+
+    /// Reading back reuses this thread's buffer rather than making one a
+    /// read, and gives up one grown past what it keeps.
+    #[test]
+    fn reads_back_into_the_same_buffer_each_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut wal, _) = Wal::open(dir.path(), WalOptions::default()).unwrap();
+        let payload = vec![5; 1 << 16];
+        let locations = wal.append(&[(1, &payload[..]), (2, &payload[..])]).unwrap();
+        let buffer = || READ_BUFFER.with_borrow(|buf| (buf.as_ptr(), buf.capacity()));
+        let read = wal.reader().read_each(&locations, <[u8]>::len).unwrap();
+        assert_eq!(read, vec![payload.len(); 2]);
+        let (first, capacity) = buffer();
+        assert!(capacity >= 2 * payload.len(), "{capacity}");
+        wal.reader()
+            .read_each(&locations[1..], <[u8]>::len)
+            .unwrap();
+        assert_eq!(buffer(), (first, capacity));
+
+        let huge = vec![6; READ_BUFFER_KEPT_BYTES_MAX];
+        let located = wal.append(&[(3, &huge[..])]).unwrap();
+        let read = wal.reader().read_each(&located, |p| p.len()).unwrap();
+        assert_eq!(read, vec![huge.len()]);
+        assert_eq!(buffer().1, 0, "a buffer past the kept size is let go");
+    }
+}
