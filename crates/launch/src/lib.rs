@@ -37,6 +37,9 @@ pub use spec::{Flavor, Ports, Spec};
 /// deployment (a JVM starting and electing a leader on a busy machine).
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Lines of each peer's log a failed start quotes.
+const LOG_LINES_OF_PEERS: usize = 20;
+
 /// The servers of one deployment; every process is killed when dropped
 /// (use [`Cluster::stop`] for a graceful stop).
 pub struct Cluster {
@@ -57,10 +60,26 @@ impl Cluster {
             let server = Server::start(&cluster.spec, plan.clone(), &plans)?;
             cluster.servers.push(server);
         }
-        for server in &mut cluster.servers {
-            server.wait_serving(START_TIMEOUT)?;
+        for index in 0..cluster.servers.len() {
+            if let Err(error) = cluster.servers[index].wait_serving(START_TIMEOUT) {
+                bail!("{error:#}\n{}", cluster.other_logs(index));
+            }
         }
         Ok(cluster)
+    }
+
+    /// The end of every server's log but the one at `index`: a server that
+    /// does not start serving in an ensemble often waits on its peers.
+    fn other_logs(&self, index: usize) -> String {
+        let mut logs = String::new();
+        for (other, server) in self.servers.iter().enumerate() {
+            if other != index {
+                let path = server.log_path();
+                let tail = log_tail(&path, LOG_LINES_OF_PEERS);
+                logs.push_str(&format!("the end of {}:\n{tail}\n", path.display()));
+            }
+        }
+        logs
     }
 
     pub fn spec(&self) -> &Spec {

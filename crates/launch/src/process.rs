@@ -191,9 +191,10 @@ impl Server {
             }
             if Instant::now() >= deadline {
                 bail!(
-                    "server {} did not {what} within {timeout:?}; see {}",
+                    "server {} did not {what} within {timeout:?}; the end of {}:\n{}",
                     self.plan.id,
-                    self.log_path().display()
+                    self.log_path().display(),
+                    log_tail(&self.log_path(), LOG_LINES_ON_FAILURE)
                 );
             }
             std::thread::sleep(Duration::from_millis(50));
