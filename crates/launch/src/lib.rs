@@ -37,9 +37,6 @@ pub use spec::{Flavor, Ports, Spec};
 /// deployment (a JVM starting and electing a leader on a busy machine).
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Lines of each peer's log a failed start quotes.
-const LOG_LINES_OF_PEERS: usize = 20;
-
 /// The servers of one deployment; every process is killed when dropped
 /// (use [`Cluster::stop`] for a graceful stop).
 pub struct Cluster {
@@ -75,7 +72,7 @@ impl Cluster {
         for (other, server) in self.servers.iter().enumerate() {
             if other != index {
                 let path = server.log_path();
-                let tail = log_tail(&path, LOG_LINES_OF_PEERS);
+                let tail = log_tail(&path, process::LOG_LINES_ON_FAILURE);
                 logs.push_str(&format!("the end of {}:\n{tail}\n", path.display()));
             }
         }

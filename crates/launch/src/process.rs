@@ -12,7 +12,7 @@ use crate::probe::{self, Mode};
 use crate::spec::{self, Plan, Spec};
 
 /// Lines of a server's log shown when it fails to start.
-const LOG_LINES_ON_FAILURE: usize = 20;
+pub(crate) const LOG_LINES_ON_FAILURE: usize = 20;
 
 /// A server of a deployment; its process is killed when dropped.
 pub struct Server {
