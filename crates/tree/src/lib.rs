@@ -67,6 +67,7 @@ mod node;
 mod nodes;
 mod outcome;
 mod path;
+mod path_set;
 mod prefetch;
 mod quota;
 mod read;

@@ -1,15 +1,14 @@
 //! One znode and its persisted metadata, and what the `ephemeralOwner`
 //! field encodes (ZooKeeper's `DataNode`, `StatPersisted`, `EphemeralType`).
 
-use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use imbl::OrdSet;
 use jute::Stat;
 
 use crate::acl::AclList;
 use crate::path;
+use crate::path_set::PathSet;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`.
 pub const CONTAINER_EPHEMERAL_OWNER: i64 = i64::MIN;
@@ -116,16 +115,24 @@ pub struct Node {
 const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 128);
 
 /// A znode's children, held by their full paths: the same `Arc<str>` the
-/// nodes map is keyed by, so a child costs its parent one set entry and no
-/// allocation of its own. Siblings share their parent's prefix, so path
-/// order is their names' order. Most znodes have no children, and an empty
-/// `OrdSet` still allocates a full B-tree node (about 1.5 KB), so the set
-/// exists only while there are children, and is boxed so that a leaf pays
-/// one word for it (see `AclList` for the size this keeps a node to).
+/// nodes map is keyed by, so a child costs its parent one pointer in a
+/// `PathSet` page and no allocation of its own. Siblings share their
+/// parent's prefix, so path order is their names' order. Most znodes have
+/// no children, so the set exists only while there are children, and is
+/// boxed so that a leaf pays one word for it (see `AclList` for the size
+/// this keeps a node to).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Children(Option<Box<OrdSet<Arc<str>>>>);
+pub struct Children(Option<Box<PathSet>>);
 
 impl Children {
+    /// The children whose full paths are `paths`, sorted, none twice.
+    pub(crate) fn from_sorted(paths: Vec<Arc<str>>) -> Self {
+        if paths.is_empty() {
+            return Children::default();
+        }
+        Children(Some(Box::new(PathSet::from_sorted(paths))))
+    }
+
     /// Adds the child whose full path is `path`.
     pub fn insert(&mut self, path: Arc<str>) {
         self.0.get_or_insert_with(Box::default).insert(path);
@@ -162,10 +169,9 @@ impl Children {
     /// Names of the children whose paths sort after `path` (a sibling's
     /// path, which need not exist), found in O(log n).
     pub fn after<'a>(&'a self, path: &'a str) -> impl Iterator<Item = &'a str> {
-        let after = (Bound::Excluded(path), Bound::Unbounded);
         self.0
             .iter()
-            .flat_map(move |set| set.range::<_, str>(after))
+            .flat_map(move |set| set.after(path))
             .map(|child| path::child_name(child))
     }
 }

@@ -14,6 +14,7 @@ use crate::acl::AclList;
 use crate::node::{Node, StatPersisted};
 use crate::nodes::Nodes;
 use crate::path::{self, CONFIG_ZOOKEEPER, ROOT};
+use crate::path_set::PathSet;
 use crate::session::SessionInfo;
 use crate::snapshot::{Loading, SnapshotError};
 use crate::DataTree;
@@ -45,8 +46,8 @@ impl DataTree {
             nodes: Nodes::default(),
             sessions: sessions.into_iter().collect::<OrdMap<_, _>>(),
             ephemerals: OrdMap::new(),
-            containers: OrdSet::new(),
-            ttls: OrdSet::new(),
+            containers: PathSet::default(),
+            ttls: PathSet::default(),
             quota_paths: OrdSet::new(),
             data_bytes_approx: 0,
         };

@@ -31,6 +31,7 @@ use crate::acl::AclList;
 use crate::node::{Children, Node, OwnerKind, StatPersisted};
 use crate::nodes::{Nodes, NodesLoader};
 use crate::path;
+use crate::path_set::PathSet;
 use crate::session::SessionInfo;
 use crate::DataTree;
 
@@ -51,18 +52,6 @@ const LOAD_BATCH_NODES: u64 = 4096;
 
 /// Batches decoded ahead of the indexing, at most.
 const LOAD_BATCHES_AHEAD: usize = 4;
-
-/// A loaded parent with at least this many children has them sorted
-/// before they join its set. In snapshot (hash) order, each insert finds
-/// its place by comparing paths from all over the set, a cache miss each
-/// once the set outgrows the caches; a sort reads them mostly in turn, and
-/// each sorted insert lands beside the last. 10M children of one parent:
-/// 5.4 -> 2.5 µs a node to load (`cargo run --release -p tree --example
-/// tree_costs -- 10000000 10000`). Smaller sets are left in snapshot
-/// order: sorting them too builds them about 30% faster (1,000 a parent,
-/// `... 1000000 1000 1000`), but sorted inserts leave imbl's B-tree nodes
-/// half full rather than about 70%, 22 MB more a million znodes.
-const SORTED_ADOPTION_CHILDREN_MIN: usize = 1 << 16;
 
 /// Loaded children, over all parents, below which their sets are built on
 /// one thread: starting more costs more than it saves.
@@ -222,8 +211,8 @@ impl DataTree {
             nodes: Nodes::default(),
             sessions,
             ephemerals: OrdMap::new(),
-            containers: OrdSet::new(),
-            ttls: OrdSet::new(),
+            containers: PathSet::default(),
+            ttls: PathSet::default(),
             quota_paths,
             data_bytes_approx,
         };
@@ -376,15 +365,13 @@ fn children_sets(children: ChildPaths) -> Vec<(Arc<str>, Children)> {
     })
 }
 
+/// A parent's children, sorted and then packed into full pages: in
+/// snapshot (hash) order, each insert would find its place by comparing
+/// paths from all over the set, a cache miss each once the set outgrows
+/// the caches, where a sort reads them mostly in turn.
 fn children_set(mut paths: Vec<Arc<str>>) -> Children {
-    if paths.len() >= SORTED_ADOPTION_CHILDREN_MIN {
-        paths.sort_unstable();
-    }
-    let mut children = Children::default();
-    for child in paths {
-        children.insert(child);
-    }
-    children
+    paths.sort_unstable();
+    Children::from_sorted(paths)
 }
 
 /// What loading a snapshot keeps until every node is in: the nodes map
@@ -710,12 +697,11 @@ mod tests {
         assert_eq!(acl("/b")[0].perms, 31);
     }
 
-    /// A parent with enough children to have them sorted before they join
-    /// its set gets every one of them, listed in order, whatever order the
-    /// snapshot had them in.
+    /// A parent of many children gets every one of them, listed in order,
+    /// whatever order the snapshot had them in.
     #[test]
     fn a_parent_of_many_children_loads_every_one() {
-        let count = SORTED_ADOPTION_CHILDREN_MIN + 1;
+        let count: usize = (1 << 16) + 1;
         // 2^16 + 1 is prime, so multiplying by any smaller number permutes.
         let scrambled: Vec<String> = (0..count)
             .map(|i| format!("/p/c{:06}", (i * 40_503) % count))

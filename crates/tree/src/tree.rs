@@ -16,6 +16,7 @@ use crate::node::{owned, Node, OwnerKind, StatPersisted};
 use crate::nodes::Nodes;
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
+use crate::path_set::PathSet;
 use crate::session::SessionInfo;
 use crate::txn::Txn;
 
@@ -31,11 +32,11 @@ pub struct DataTree {
     pub(crate) sessions: OrdMap<i64, SessionInfo>,
     /// Owner session id -> paths of its ephemeral nodes. Kept separately
     /// from `sessions`, as ZooKeeper does, so it always mirrors the nodes.
-    pub(crate) ephemerals: OrdMap<i64, OrdSet<Arc<str>>>,
+    pub(crate) ephemerals: OrdMap<i64, PathSet>,
     /// Paths of container nodes (reaper candidates).
-    pub(crate) containers: OrdSet<Arc<str>>,
+    pub(crate) containers: PathSet,
     /// Paths of TTL nodes (reaper candidates).
-    pub(crate) ttls: OrdSet<Arc<str>>,
+    pub(crate) ttls: PathSet,
     /// Paths with a quota, as ZooKeeper's `PathTrie` holds them (see the
     /// `quota` module). Persisted in snapshots so that a restored replica
     /// stays identical to one that replayed the log.
@@ -96,8 +97,8 @@ impl DataTree {
             nodes,
             sessions: OrdMap::new(),
             ephemerals: OrdMap::new(),
-            containers: OrdSet::new(),
-            ttls: OrdSet::new(),
+            containers: PathSet::default(),
+            ttls: PathSet::default(),
             quota_paths: OrdSet::new(),
             data_bytes_approx,
         }
