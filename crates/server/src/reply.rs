@@ -196,7 +196,8 @@ mod tests {
             ..Stat::default()
         };
         for data in [None, Some(Bytes::new()), Some(Bytes::from_static(b"abc"))] {
-            let node = Node::new(data.clone(), AclList::default(), StatPersisted::default());
+            let data_copy = data.as_deref().map(Box::from);
+            let node = Node::new(data_copy, AclList::default(), StatPersisted::default());
             let frame = with_body(7, 9, &GetDataResponse { data, stat });
             let reply = Reply::Data {
                 xid: 7,

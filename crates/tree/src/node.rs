@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use jute::Stat;
 
 use crate::acl::AclList;
@@ -101,8 +100,10 @@ impl StatPersisted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     /// `None` is null data (Java's `null`), which ZooKeeper stores and
-    /// answers apart from empty; both have `dataLength` 0.
-    pub data: Option<Bytes>,
+    /// answers apart from empty; both have `dataLength` 0. A boxed copy of
+    /// exactly the data, two words in the node: a `Bytes` would take four,
+    /// and one more allocation of its own the first time it is shared.
+    pub data: Option<Box<[u8]>>,
     pub acl: AclList,
     pub stat: StatPersisted,
     /// Child names (last path component), kept sorted so listings are
@@ -110,9 +111,9 @@ pub struct Node {
     pub children: Children,
 }
 
-// A node and its `Arc`'s two counts fill the allocator's 128-byte size
-// class (see `AclList`); a field more would cost every znode 32 bytes.
-const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 128);
+// A node and its `Arc`'s two counts fill the allocator's 112-byte size
+// class (see `AclList`); a field more would cost every znode 16 bytes.
+const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 112);
 
 /// A znode's children, held by their full paths: the same `Arc<str>` the
 /// nodes map is keyed by, so a child costs its parent one pointer in a
@@ -176,16 +177,8 @@ impl Children {
     }
 }
 
-/// The bytes a znode keeps: a copy of exactly `data`. A txn's data is a
-/// slice of the whole committed entry (path, ACL, the rest of a multi),
-/// and a znode holding that slice would keep all of it alive for as long
-/// as it lives: at 128-byte values, more than the data itself.
-pub fn owned(data: &Bytes) -> Bytes {
-    Bytes::copy_from_slice(data)
-}
-
 impl Node {
-    pub fn new(data: Option<Bytes>, acl: AclList, stat: StatPersisted) -> Self {
+    pub fn new(data: Option<Box<[u8]>>, acl: AclList, stat: StatPersisted) -> Self {
         Self {
             data,
             acl,
@@ -194,9 +187,30 @@ impl Node {
         }
     }
 
+    /// Gives `node` new data, and returns it and the length of the data it
+    /// had. A node a clone shares is copied first, as `Arc::make_mut`
+    /// copies, but without the data it loses.
+    pub(crate) fn replace_data(
+        node: &mut Arc<Node>,
+        data: Option<Box<[u8]>>,
+    ) -> (&mut Node, usize) {
+        let old_len = node.data_len();
+        if Arc::get_mut(node).is_none() {
+            *node = Arc::new(Node {
+                data: None,
+                acl: node.acl.clone(),
+                stat: node.stat,
+                children: node.children.clone(),
+            });
+        }
+        let unique = Arc::get_mut(node).expect("a node just made is not shared");
+        unique.data = data;
+        (unique, old_len)
+    }
+
     /// `dataLength`: 0 for null data, as `DataNode.copyStat` counts it.
     pub fn data_len(&self) -> usize {
-        self.data.as_ref().map_or(0, Bytes::len)
+        self.data.as_ref().map_or(0, |data| data.len())
     }
 
     pub fn kind(&self) -> OwnerKind {

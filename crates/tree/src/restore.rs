@@ -61,7 +61,7 @@ impl DataTree {
                 .entry(record.acl.clone())
                 .or_insert_with(|| Arc::from(record.acl))
                 .clone();
-            let node = Node::new(record.data, acl, record.stat);
+            let node = Node::new(record.data.as_deref().map(Box::from), acl, record.stat);
             tree.insert_loaded(&mut loading, Arc::from(record.path), node)?;
         }
         tree.finish_loading(loading)?;

@@ -399,7 +399,7 @@ impl Loading {
 
 fn read_node(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(Arc<str>, Node), SnapshotError> {
     let p: Arc<str> = Arc::from(r.str()?);
-    let data = r.opt_bytes()?.map(Bytes::from);
+    let data = r.opt_bytes()?.map(Vec::into_boxed_slice);
     let acl = read_acl(r, acls)?;
     let stat = StatPersisted {
         czxid: r.i64()?,

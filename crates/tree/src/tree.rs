@@ -12,7 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
-use crate::node::{owned, Node, OwnerKind, StatPersisted};
+use crate::node::{Node, OwnerKind, StatPersisted};
 use crate::nodes::Nodes;
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
@@ -70,13 +70,13 @@ impl DataTree {
     pub fn new() -> Self {
         let open: AclList = Arc::new(Acl::open_unsafe());
         let read_only: AclList = Arc::new(Acl::read_unsafe());
-        let empty = || Node::new(Some(Bytes::new()), open.clone(), StatPersisted::default());
+        let empty = || Node::new(Some(Box::default()), open.clone(), StatPersisted::default());
         let mut root = empty();
         root.children.insert(Arc::from(PROC_ZOOKEEPER));
         let mut proc_node = empty();
         proc_node.children.insert(Arc::from(QUOTA_ZOOKEEPER));
         proc_node.children.insert(Arc::from(CONFIG_ZOOKEEPER));
-        let mut config = Node::new(Some(Bytes::new()), read_only, StatPersisted::default());
+        let mut config = Node::new(Some(Box::default()), read_only, StatPersisted::default());
         config.stat.aversion = -1;
 
         let mut nodes = Nodes::default();
@@ -161,6 +161,14 @@ impl DataTree {
             .map(Arc::make_mut)
     }
 
+    /// Gives the node at `path` new data; returns the node, to change
+    /// further in place, and the length of the data it had.
+    fn replace_data(&mut self, path: &str, data: Option<Box<[u8]>>) -> Option<(&mut Node, i64)> {
+        let node = self.nodes.get_mut(path::lookup_key(path))?;
+        let (node, old_len) = Node::replace_data(node, data);
+        Some((node, old_len as i64))
+    }
+
     /// `DataTree.createNode` for a create whose checks passed: the parent
     /// exists and `path` does not. Returns the new node's client stat.
     #[allow(clippy::too_many_arguments)]
@@ -190,7 +198,7 @@ impl DataTree {
         let parent_acl = parent.acl.clone();
 
         let node = Node::new(
-            data.as_ref().map(owned),
+            data.as_deref().map(Box::from),
             acl.clone(),
             StatPersisted::new(zxid, time_ms, owner),
         );
@@ -283,9 +291,9 @@ impl DataTree {
         time_ms: i64,
         triggers: &mut Vec<Trigger>,
     ) -> Stat {
-        let node = self.node_mut(path).expect("setData of a checked node");
-        let old_len = node.data_len() as i64;
-        node.data = data.as_ref().map(owned);
+        let (node, old_len) = self
+            .replace_data(path, data.as_deref().map(Box::from))
+            .expect("setData of a checked node");
         let new_len = node.data_len() as i64;
         node.stat.mtime = time_ms;
         node.stat.mzxid = zxid;
@@ -319,11 +327,9 @@ impl DataTree {
     /// mtime is 0 where ZooKeeper takes each server's clock, so that every
     /// replica holds the same node.
     pub fn install_config(&mut self, text: Bytes, version: i64) {
-        let node = self
-            .node_mut(path::CONFIG_ZOOKEEPER)
+        let (node, old_len) = self
+            .replace_data(path::CONFIG_ZOOKEEPER, Some(Box::from(&text[..])))
             .expect("every tree has the config node");
-        let old_len = node.data_len() as i64;
-        node.data = Some(owned(&text));
         node.stat.version = -1;
         node.stat.mzxid = version;
         node.stat.mtime = 0;
@@ -334,11 +340,9 @@ impl DataTree {
     /// version and mzxid 0): for a tree brought from another deployment,
     /// whose membership is not this one's.
     pub fn forget_config(&mut self) {
-        let node = self
-            .node_mut(path::CONFIG_ZOOKEEPER)
+        let (node, old_len) = self
+            .replace_data(path::CONFIG_ZOOKEEPER, Some(Box::default()))
             .expect("every tree has the config node");
-        let old_len = node.data_len() as i64;
-        node.data = Some(Bytes::new());
         node.stat.version = 0;
         node.stat.mzxid = 0;
         node.stat.mtime = 0;
@@ -348,8 +352,6 @@ impl DataTree {
     /// Replaces a node's data without touching its stat, as ZooKeeper's
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {
-        if let Some(node) = self.node_mut(path) {
-            node.data = Some(data);
-        }
+        self.replace_data(path, Some(Box::from(&data[..])));
     }
 }
