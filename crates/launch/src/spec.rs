@@ -267,13 +267,25 @@ fn command_line(
     }
 }
 
+/// The cargo command that builds `binary`: a release build unless it is
+/// a debug build's (`target/debug/paddock`).
+fn build_command(binary: &Path) -> &'static str {
+    let profile = binary.parent().and_then(Path::file_name);
+    if profile.is_some_and(|dir| dir == "debug") {
+        "cargo build -p paddock"
+    } else {
+        "cargo build --release -p paddock"
+    }
+}
+
 /// Fails with what to do when the flavor's server is not installed.
 pub(crate) fn check_installed(flavor: &Flavor) -> anyhow::Result<()> {
     match flavor {
         Flavor::Paddock { binary } if !binary.exists() => {
             bail!(
-                "{} does not exist: build it with `cargo build --release`",
-                binary.display()
+                "{} does not exist: build it with `{}`",
+                binary.display(),
+                build_command(binary)
             )
         }
         Flavor::ZooKeeper { .. } if !Path::new(ZOOKEEPER_JAR).exists() => bail!(
@@ -281,5 +293,28 @@ pub(crate) fn check_installed(flavor: &Flavor) -> anyhow::Result<()> {
              apt-get install zookeeper"
         ),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_binary_is_named_with_the_build_that_makes_it() {
+        for (binary, build) in [
+            ("/nowhere/target/debug/paddock", "cargo build -p paddock"),
+            (
+                "/nowhere/target/release/paddock",
+                "cargo build --release -p paddock",
+            ),
+        ] {
+            let flavor = Flavor::Paddock {
+                binary: PathBuf::from(binary),
+            };
+            let error = check_installed(&flavor).unwrap_err().to_string();
+            assert!(error.starts_with(binary), "{error}");
+            assert!(error.ends_with(&format!("`{build}`")), "{error}");
+        }
     }
 }
