@@ -67,6 +67,18 @@ fn main() {
     }
     report("getData", started.elapsed(), ops);
 
+    // Serialising alone first: the write into memory below also grows
+    // and faults in its buffer, which can cost as much again.
+    let started = Instant::now();
+    tree.tree
+        .write_snapshot(&mut std::io::sink())
+        .expect("writing nowhere");
+    report(
+        "snapshot write, a znode, serialising only",
+        started.elapsed(),
+        znodes,
+    );
+
     let mut image = Vec::new();
     let started = Instant::now();
     tree.tree

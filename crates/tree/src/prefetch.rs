@@ -3,23 +3,26 @@
 //! and the node's data are each a miss, and one after the other they wait
 //! each in turn.
 
-/// Starts loading the cache lines that begin and end `value` (all of a
-/// value of up to two lines).
+/// Starts loading the cache lines of `value`, or of its first
+/// `OBJECT_BYTES_MAX` bytes: a node of 96 bytes may span three lines.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn object<T: ?Sized>(value: &T) {
     use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-    let len = std::mem::size_of_val(value);
+    const LINE_BYTES: usize = 64;
+    // Enough for a node, a slot or a path; a longer value is read line
+    // after line, which the hardware's own prefetcher follows.
+    const OBJECT_BYTES_MAX: usize = 256;
+    let len = std::mem::size_of_val(value).min(OBJECT_BYTES_MAX);
     if len == 0 {
         return;
     }
     let first = (value as *const T).cast::<i8>();
-    let last = first.wrapping_add(len - 1);
-    // SAFETY: a prefetch is a hint: it reads nothing the program sees and
-    // does not fault, whatever the address.
-    unsafe {
-        _mm_prefetch::<_MM_HINT_T0>(first);
-        _mm_prefetch::<_MM_HINT_T0>(last);
+    let lines = ((first as usize) % LINE_BYTES + len).div_ceil(LINE_BYTES);
+    for line in 0..lines {
+        // SAFETY: a prefetch is a hint: it reads nothing the program sees
+        // and does not fault, whatever the address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(line * LINE_BYTES)) };
     }
 }
 

@@ -32,6 +32,7 @@ use crate::node::{Children, Node, OwnerKind, StatPersisted};
 use crate::nodes::{Nodes, NodesLoader};
 use crate::path;
 use crate::path_set::PathSet;
+use crate::prefetch;
 use crate::session::SessionInfo;
 use crate::DataTree;
 
@@ -56,6 +57,10 @@ const LOAD_BATCHES_AHEAD: usize = 4;
 /// Loaded children, over all parents, below which their sets are built on
 /// one thread: starting more costs more than it saves.
 const PARALLEL_ADOPTION_CHILDREN_MIN: usize = 1 << 14;
+
+/// Nodes whose path, node and data the writer starts loading before it
+/// writes them: in hash order each is a few cache misses of its own.
+const PREFETCH_AHEAD_NODES: usize = 16;
 
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -150,7 +155,21 @@ impl DataTree {
             w.bytes(p.as_bytes());
         }
         w.buf.put_i64(self.nodes.len() as i64);
+        let mut ahead = self.nodes.iter();
+        let mut prefetch_next = || {
+            if let Some((p, node)) = ahead.next() {
+                prefetch::object(&**p);
+                prefetch::object(&**node);
+                if let Some(data) = &node.data {
+                    prefetch::object(&**data);
+                }
+            }
+        };
+        for _ in 0..PREFETCH_AHEAD_NODES {
+            prefetch_next();
+        }
         for (p, node) in self.nodes.iter() {
+            prefetch_next();
             w.bytes(p.as_bytes());
             w.data(node.data.as_deref())?;
             w.buf.put_i32(jute::jute_len(node.acl.len()));
