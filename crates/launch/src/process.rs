@@ -398,6 +398,21 @@ pub fn terminate(pid: u32) {
     signal(pid, libc::SIGTERM);
 }
 
+/// Whether `pid` has exited, such as a server this crate did not start:
+/// gone, or a zombie its parent has not reaped yet.
+pub fn has_exited(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    state_of(&stat).is_none_or(|state| matches!(state, 'Z' | 'X'))
+}
+
+/// The state letter of a `/proc/.../stat` line: it follows the command
+/// name, which may hold spaces and parentheses.
+fn state_of(stat: &str) -> Option<char> {
+    stat.rfind(')').and_then(|end| stat[end..].chars().nth(2))
+}
+
 /// Whether every thread of `pid` is in the stopped state (T); true when
 /// the process is gone, as there is nothing left to wait for.
 fn all_threads_stopped(pid: u32) -> bool {
@@ -409,10 +424,7 @@ fn all_threads_stopped(pid: u32) -> bool {
         let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
             return true;
         };
-        // The state follows the command name, which may hold spaces.
-        stat.rfind(')')
-            .and_then(|end| stat[end..].chars().nth(2))
-            .is_none_or(|state| state == 'T')
+        state_of(&stat).is_none_or(|state| state == 'T')
     })
 }
 
@@ -453,6 +465,26 @@ mod tests {
         }
         assert!(std::hint::black_box(sum) > 0);
         assert!(cpu_time(u32::MAX).is_none(), "no such process");
+    }
+
+    #[test]
+    fn a_process_has_exited_once_a_zombie_or_gone() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert!(!has_exited(pid), "sleeping");
+        signal(pid, libc::SIGKILL);
+        // Not reaped yet: a zombie until `wait`.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !has_exited(pid) {
+            assert!(Instant::now() < deadline, "still running after SIGKILL");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.wait().unwrap();
+        assert!(has_exited(pid), "reaped");
+        assert_eq!(state_of("7 (a) b) (c) S 1 7"), Some('S'));
     }
 
     #[test]
