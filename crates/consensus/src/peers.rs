@@ -25,7 +25,7 @@ use tokio::task::JoinHandle;
 use crate::fence::Control;
 use crate::node::{Consensus, Network, SnapshotSent};
 use crate::snapshot::Snapshots;
-use crate::transport::{Inbound, SnapshotPiece, Transport, TransportConfig};
+use crate::transport::{Inbound, PieceCredit, SnapshotPiece, Transport, TransportConfig};
 use crate::Error;
 
 /// Bytes of snapshot file per piece on the peer connection.
@@ -357,9 +357,17 @@ fn deliver(
         Inbound::Raft(message) => (inlets.raft)(message),
         Inbound::Control { from, control } => (inlets.control)(from, control),
         Inbound::App { from, payload } => (inlets.app)(from, payload),
-        Inbound::Snapshot { from, piece } => {
+        Inbound::Snapshot {
+            from,
+            piece,
+            credit,
+        } => {
             receiving.piece_from(from);
-            let _ = arriving.send(Arriving::Piece { from, piece });
+            let _ = arriving.send(Arriving::Piece {
+                from,
+                piece,
+                credit,
+            });
         }
     }
 }
@@ -434,7 +442,11 @@ fn queue_paced(transport: &Transport, to: u64, piece: SnapshotPiece) -> Result<(
 /// A snapshot's pieces and raft's message for it, in the order their peer
 /// sent them.
 enum Arriving {
-    Piece { from: u64, piece: SnapshotPiece },
+    Piece {
+        from: u64,
+        piece: SnapshotPiece,
+        credit: PieceCredit,
+    },
     Message(Message),
 }
 
@@ -446,11 +458,24 @@ struct SnapshotInbox {
     receiving: Arc<Receiving>,
 }
 
+/// A piece on its way to the disk, holding its connection's credit until
+/// it is written (or dropped with an import given up).
+struct Unwritten {
+    data: Bytes,
+    _credit: PieceCredit,
+}
+
+impl AsRef<[u8]> for Unwritten {
+    fn as_ref(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// A snapshot being written: pieces go to a blocking task that writes them
 /// into the store; `None` ends it, and dropping the sender aborts it.
 struct Import {
     index: u64,
-    pieces: std::sync::mpsc::Sender<Option<Bytes>>,
+    pieces: std::sync::mpsc::Sender<Option<Unwritten>>,
     written: JoinHandle<Result<(), Error>>,
 }
 
@@ -462,7 +487,11 @@ impl SnapshotInbox {
     ) {
         while let Some(item) = arriving.recv().await {
             match item {
-                Arriving::Piece { from, piece } => self.piece(from, piece),
+                Arriving::Piece {
+                    from,
+                    piece,
+                    credit,
+                } => self.piece(from, piece, credit),
                 Arriving::Message(message) => {
                     let from = message.from;
                     let written = self.written(&message).await;
@@ -479,7 +508,7 @@ impl SnapshotInbox {
         }
     }
 
-    fn piece(&mut self, from: u64, piece: SnapshotPiece) {
+    fn piece(&mut self, from: u64, piece: SnapshotPiece, credit: PieceCredit) {
         let current = self.imports.get(&from).map(|import| import.index);
         if current != Some(piece.index) {
             // A newer snapshot replaces an unfinished one; dropping the old
@@ -489,9 +518,10 @@ impl SnapshotInbox {
         let import = &self.imports[&from];
         // A copy: the piece shares the peer connection's read buffer, which
         // must not stay pinned while the piece waits for the disk.
-        let _ = import
-            .pieces
-            .send(Some(Bytes::copy_from_slice(&piece.data)));
+        let _ = import.pieces.send(Some(Unwritten {
+            data: Bytes::copy_from_slice(&piece.data),
+            _credit: credit,
+        }));
         if piece.last {
             let _ = import.pieces.send(None);
         }

@@ -179,7 +179,7 @@ impl Snapshots {
         &self,
         index: u64,
         retain: usize,
-        chunks: std::sync::mpsc::Receiver<Option<bytes::Bytes>>,
+        chunks: std::sync::mpsc::Receiver<Option<impl AsRef<[u8]>>>,
     ) -> Result<(), Error> {
         let mut header_checked = false;
         let mut head = Vec::new();
@@ -194,8 +194,9 @@ impl Snapshots {
                 let Some(chunk) = chunk else {
                     break;
                 };
+                let chunk = chunk.as_ref();
                 if !header_checked {
-                    head.extend_from_slice(&chunk);
+                    head.extend_from_slice(chunk);
                     if head.len() >= 16 {
                         let meta_index = u64::from_be_bytes(head[..8].try_into().expect("8 bytes"));
                         if meta_index != index {
@@ -207,7 +208,7 @@ impl Snapshots {
                         header_checked = true;
                     }
                 }
-                out.write_all(&chunk)?;
+                out.write_all(chunk)?;
             }
             if header_checked {
                 Ok(())
