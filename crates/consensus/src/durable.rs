@@ -385,23 +385,40 @@ impl DurableLog {
     /// whole WAL segments up to it, to remove from disk once what was
     /// written so far is synced: the current hard state is written again
     /// here, so that trimming never loses the vote.
+    ///
+    /// Entries from `needed` on (a follower catching up needs them) are
+    /// kept, back to the snapshot before this one at most: a follower that
+    /// stays behind holds back one snapshot's worth of log, never more.
     pub(crate) fn compact(
         &mut self,
         snapshot: SnapshotMeta,
+        needed: Option<u64>,
     ) -> Result<Option<SegmentRemoval>, Error> {
-        let index = snapshot.index;
         let first = self.log.first_index();
         let last = self.log.last_index();
-        if index < first || index > last {
+        if snapshot.index < first || snapshot.index > last {
             return Ok(None);
         }
+        let previous = (self.latest_snapshot.lock().expect("snapshot meta poisoned"))
+            .as_ref()
+            .map_or(0, |meta| meta.index);
+        let through = needed.map_or(snapshot.index, |needed| {
+            (needed - 1).min(snapshot.index).max(previous)
+        });
+        let Some(term) = (through >= first)
+            .then(|| self.log.term(through).ok())
+            .flatten()
+        else {
+            *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
+            return Ok(None);
+        };
         // First, so that a full disk fails the call before it changes
         // anything, for the caller to repeat.
         let hard_state = self.log.hard_state();
         self.write(&[], Some(&hard_state))?;
-        self.log.compact(index, snapshot.term);
+        self.log.compact(through, term);
         *self.latest_snapshot.lock().expect("snapshot meta poisoned") = Some(snapshot);
-        let removal = self.wal.detach_through(index.saturating_sub(1))?;
+        let removal = self.wal.detach_through(through.saturating_sub(1))?;
         Ok((!removal.is_empty()).then_some(removal))
     }
 
@@ -580,11 +597,14 @@ mod tests {
             let batch: Vec<Entry> = (1..=10).map(|i| entry(i, 1, b"x")).collect();
             log.persist(&batch, Some(&hard_state(1, 1, 10))).unwrap();
             let removal = log
-                .compact(SnapshotMeta {
-                    index: 6,
-                    term: 1,
-                    membership: crate::Membership::new(vec![1], vec![]),
-                })
+                .compact(
+                    SnapshotMeta {
+                        index: 6,
+                        term: 1,
+                        membership: crate::Membership::new(vec![1], vec![]),
+                    },
+                    None,
+                )
                 .unwrap();
             log.sync().unwrap();
             if let Some(removal) = removal {
@@ -602,6 +622,40 @@ mod tests {
         assert_eq!(store.last_index().unwrap(), 10);
         assert_eq!(store.initial_state().unwrap().hard_state.commit, 10);
         assert_eq!(store.term(6).unwrap(), 1);
+    }
+
+    #[test]
+    fn compaction_keeps_what_a_follower_needs_back_to_the_snapshot_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = DurableLog::open(dir.path(), &[1], &[], None).unwrap();
+        let batch: Vec<Entry> = (1..=30).map(|i| entry(i, 1, b"x")).collect();
+        log.persist(&batch, Some(&hard_state(1, 1, 30))).unwrap();
+        let snapshot = |index| SnapshotMeta {
+            index,
+            term: 1,
+            membership: crate::Membership::new(vec![1], vec![]),
+        };
+        let store = log.raft_storage();
+        let latest = |store: &RaftStore| store.snapshot(0, 2).unwrap().get_metadata().index;
+
+        // A follower needing entry 4 on: kept, and the new snapshot is the
+        // one raft sends.
+        log.compact(snapshot(10), Some(4)).unwrap();
+        assert_eq!(store.first_index().unwrap(), 4);
+        assert_eq!(latest(&store), 10);
+        // Nobody behind: compacted through the snapshot.
+        log.compact(snapshot(12), None).unwrap();
+        assert_eq!(store.first_index().unwrap(), 13);
+        // A follower still behind holds back no further than the snapshot
+        // before this one.
+        log.compact(snapshot(20), Some(5)).unwrap();
+        assert_eq!(store.first_index().unwrap(), 13);
+        log.compact(snapshot(25), Some(5)).unwrap();
+        assert_eq!(store.first_index().unwrap(), 21);
+        assert_eq!(latest(&store), 25);
+        // A follower past the snapshot changes nothing.
+        log.compact(snapshot(28), Some(29)).unwrap();
+        assert_eq!(store.first_index().unwrap(), 29);
     }
 
     /// Writes `count` entries of term 1, then raft's overwrite of the

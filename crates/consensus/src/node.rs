@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use protobuf::Message as _;
 use raft::prelude::{ConfChangeV2, Entry, EntryType, Message, MessageType};
-use raft::{RawNode, StateRole};
+use raft::{ProgressState, RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
@@ -625,7 +625,8 @@ impl<W: Send + 'static> Driver<W> {
                 Ok(())
             }
             Command::Compact { snapshot } => {
-                let removal = self.until_space(|log| log.compact(snapshot.clone()))?;
+                let needed = self.lowest_index_followers_need();
+                let removal = self.until_space(|log| log.compact(snapshot.clone(), needed))?;
                 if let Some(removal) = removal {
                     // The hard state compaction wrote again must be durable
                     // before the segments holding older copies go.
@@ -1213,6 +1214,25 @@ impl<W: Send + 'static> Driver<W> {
     /// sends again), so nothing piles up however long the wait. A leader
     /// stuck here stops heartbeating and the others elect one whose disk
     /// has room.
+    /// On a leader, the lowest log index a follower still in touch needs:
+    /// the one after the snapshot it is being sent, or after what it holds.
+    /// Compacting the log past it would send that follower one more
+    /// snapshot, whole, as soon as it is done with this one.
+    fn lowest_index_followers_need(&self) -> Option<u64> {
+        let raft = &self.raw.raft;
+        if raft.state != StateRole::Leader {
+            return None;
+        }
+        raft.prs()
+            .iter()
+            .filter(|&(&id, progress)| id != raft.id && progress.recent_active)
+            .map(|(_, progress)| match progress.state {
+                ProgressState::Snapshot => progress.pending_snapshot + 1,
+                ProgressState::Probe | ProgressState::Replicate => progress.matched + 1,
+            })
+            .min()
+    }
+
     fn until_space<T>(
         &mut self,
         mut write: impl FnMut(&mut DurableLog) -> Result<T, Error>,
