@@ -1206,14 +1206,6 @@ impl<W: Send + 'static> Driver<W> {
         None
     }
 
-    /// Runs `write` until it stops failing for lack of disk space. Meanwhile
-    /// the status says so, and the server refuses writes and serves reads;
-    /// what reaches this thread is turned away as a server without a leader
-    /// would (proposals and read-index requests dropped, their callers
-    /// retry) and peer messages are dropped as a lossy network would (raft
-    /// sends again), so nothing piles up however long the wait. A leader
-    /// stuck here stops heartbeating and the others elect one whose disk
-    /// has room.
     /// On a leader, the lowest log index a follower still in touch needs:
     /// the one after the snapshot it is being sent, or after what it holds.
     /// Compacting the log past it would send that follower one more
@@ -1233,6 +1225,14 @@ impl<W: Send + 'static> Driver<W> {
             .min()
     }
 
+    /// Runs `write` until it stops failing for lack of disk space. Meanwhile
+    /// the status says so, and the server refuses writes and serves reads;
+    /// what reaches this thread is turned away as a server without a leader
+    /// would (proposals and read-index requests dropped, their callers
+    /// retry) and peer messages are dropped as a lossy network would (raft
+    /// sends again), so nothing piles up however long the wait. A leader
+    /// stuck here stops heartbeating and the others elect one whose disk
+    /// has room.
     fn until_space<T>(
         &mut self,
         mut write: impl FnMut(&mut DurableLog) -> Result<T, Error>,
