@@ -403,7 +403,7 @@ impl DurableLog {
             .as_ref()
             .map_or(0, |meta| meta.index);
         let through = needed.map_or(snapshot.index, |needed| {
-            (needed - 1).min(snapshot.index).max(previous)
+            needed.saturating_sub(1).max(previous).min(snapshot.index)
         });
         let Some(term) = (through >= first)
             .then(|| self.log.term(through).ok())
