@@ -759,7 +759,8 @@ impl<W: Send + 'static> Driver<W> {
 
     /// A leader that a membership change left without a vote hands its
     /// leadership to a voter, as ZooKeeper's leader does when a reconfig
-    /// removes it; raft itself would let it lead on.
+    /// removes it; raft itself would let it lead on. One removed from the
+    /// group altogether then stops leading at once (see `leave_if_removed`).
     fn step_down_if_removed(&mut self) {
         let raft = &self.raw.raft;
         if raft.state != StateRole::Leader || self.hand_off.is_some() || raft.promotable() {
@@ -768,6 +769,7 @@ impl<W: Send + 'static> Driver<W> {
         tracing::info!("this server leads but is no longer a voter: handing leadership over");
         let (reply, _) = oneshot::channel();
         self.start_hand_off(None, reply);
+        leave_if_removed(&mut self.raw.raft);
     }
 
     /// A group of one elects itself once the entries its log already
@@ -1331,6 +1333,19 @@ fn may_leave_before_sync(message: &Message) -> bool {
     )
 }
 
+/// A leader no longer in its own group follows from now on: raft-rs lets
+/// it lead on, and panics when an append response then moves the commit
+/// index (it updates the leader's own progress, which the removal took
+/// away; the fault harness's membership run hit it). The hand-off asked
+/// just before still reaches its successor (raft queued the message), and
+/// the others elect if it does not take over.
+fn leave_if_removed<T: raft::Storage>(raft: &mut raft::Raft<T>) {
+    if raft.state == StateRole::Leader && raft.prs().get(raft.id).is_none() {
+        let term = raft.term;
+        raft.become_follower(term, raft::INVALID_ID);
+    }
+}
+
 /// This leader's last membership change is committed but not yet applied
 /// here. Raft would turn a change proposed now into an empty entry (one
 /// change at a time, counted until applied), losing it silently, though its
@@ -1826,6 +1841,60 @@ mod tests {
         );
         raw.advance_apply();
         assert!(!previous_change_unapplied(&raw.raft));
+    }
+
+    #[test]
+    fn a_leader_removed_from_its_group_follows_and_survives_append_responses() {
+        use raft::prelude::{ConfChangeSingle, ConfChangeType, ConfState};
+        use raft::storage::MemStorage;
+
+        let storage = MemStorage::new_with_conf_state(ConfState::from((vec![1, 2, 3], vec![])));
+        let config = raft::Config {
+            id: 1,
+            ..Default::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut raw = RawNode::new(&config, storage.clone(), &logger).unwrap();
+        let persist = |raw: &mut RawNode<MemStorage>| {
+            let ready = raw.ready();
+            storage.wl().append(ready.entries()).unwrap();
+            if let Some(hard_state) = ready.hs() {
+                storage.wl().set_hardstate(hard_state.clone());
+            }
+            raw.advance(ready);
+        };
+        let answer = |raw: &RawNode<MemStorage>, from: u64, msg_type: MessageType| {
+            let mut message = Message::default();
+            message.set_msg_type(msg_type);
+            (message.from, message.to) = (from, 1);
+            message.term = raw.raft.term;
+            message.index = raw.raft.raft_log.last_index();
+            message
+        };
+        raw.campaign().unwrap();
+        persist(&mut raw);
+        raw.step(answer(&raw, 2, MessageType::MsgRequestVoteResponse))
+            .unwrap();
+        assert_eq!(raw.raft.state, StateRole::Leader);
+        persist(&mut raw);
+
+        let mut change = ConfChangeV2::default();
+        let mut remove = ConfChangeSingle::default();
+        remove.set_change_type(ConfChangeType::RemoveNode);
+        remove.node_id = 1;
+        change.mut_changes().push(remove);
+        raw.propose_conf_change(vec![], change.clone()).unwrap();
+        persist(&mut raw);
+        raw.apply_conf_change(&change).unwrap();
+        assert!(raw.raft.prs().get(1).is_none(), "removed");
+
+        leave_if_removed(&mut raw.raft);
+        assert_eq!(raw.raft.state, StateRole::Follower);
+        // Both remaining voters acknowledge the change, which commits it.
+        // As a leader, raft-rs panicked here, on its own progress.
+        for from in [2, 3] {
+            let _ = raw.step(answer(&raw, from, MessageType::MsgAppendResponse));
+        }
     }
 
     #[test]
