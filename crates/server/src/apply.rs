@@ -79,7 +79,7 @@ const DEPARTED_PEERS_GRACE: Duration = Duration::from_secs(5);
 
 /// How often a snapshot a membership change asked for is tried again
 /// while another is being written.
-const MEMBERSHIP_SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
+const SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
 
 /// Applies committed entries to `shared.published.tree`, the one tree of
 /// the server, which only this loop changes.
@@ -95,6 +95,9 @@ pub struct ApplyLoop {
     /// every batch, so a snapshot taken on it is labelled right).
     pub membership_snapshot: Option<(u64, u64)>,
     pub snapshot_schedule: SnapshotSchedule,
+    /// The index and term of the last entry applied, which a snapshot
+    /// started between batches is labelled with.
+    pub applied_through: Option<(u64, u64)>,
 }
 
 /// Why the apply loop stopped.
@@ -114,19 +117,34 @@ impl ApplyLoop {
         mut self,
         mut committed: mpsc::UnboundedReceiver<Applying<Waiter>>,
     ) -> Result<(), ApplyError> {
-        let mut retry = tokio::time::interval(MEMBERSHIP_SNAPSHOT_RETRY);
+        let mut retry = tokio::time::interval(SNAPSHOT_RETRY);
         loop {
+            let waiting = self.membership_snapshot.is_some() || self.snapshot_schedule.is_due();
             tokio::select! {
                 applying = committed.recv() => match applying {
                     Some(Applying::Entries(batch)) => self.apply_batch(batch)?,
                     Some(Applying::Restore(meta)) => self.restore(&meta)?,
                     None => return Ok(()),
                 },
-                _ = retry.tick(), if self.membership_snapshot.is_some() => {
-                    self.snapshot_membership();
-                }
+                _ = retry.tick(), if waiting => self.start_waiting_snapshot(),
             }
         }
+    }
+
+    /// Starts the snapshot a membership change asks for, or the one the
+    /// schedule says is due; either waits while another is being written.
+    fn start_waiting_snapshot(&mut self) {
+        if self.membership_snapshot.is_some() {
+            self.snapshot_membership();
+        } else if self.scheduled_snapshot_may_start() {
+            if let Some((index, term)) = self.applied_through {
+                self.start_snapshot(index, term);
+            }
+        }
+    }
+
+    fn scheduled_snapshot_may_start(&self) -> bool {
+        self.snapshot_schedule.may_start(self.shared.is_serving())
     }
 
     /// Takes the snapshot a membership change asks for, unless one is
@@ -175,6 +193,7 @@ impl ApplyLoop {
         // snapshotted here, and a snapshot now must be labelled with its
         // index, not an older one.
         self.membership_snapshot = None;
+        self.applied_through = Some((found.index, found.term));
         let nodes = tree.node_count();
         let replaced = {
             let mut published = self.shared.published();
@@ -219,6 +238,7 @@ impl ApplyLoop {
         let Some((last_index, last_term)) = last else {
             return Ok(());
         };
+        self.applied_through = last;
         self.shared.applied.send_replace(last_index);
         for (waiter, committed) in replies {
             // The connection may have gone; its reply has nowhere to go.
@@ -233,7 +253,7 @@ impl ApplyLoop {
             // Of everything applied, the change included.
             self.membership_snapshot = Some((last_index, last_term));
             self.snapshot_membership();
-        } else if self.snapshot_schedule.is_due() {
+        } else if self.scheduled_snapshot_may_start() {
             self.start_snapshot(last_index, last_term);
         }
         if self.snapshot_schedule.is_far_overdue() && self.snapshot_job.give_up_background() {

@@ -358,6 +358,7 @@ fn apply_loop(
         membership,
         membership_snapshot: None,
         snapshot_schedule,
+        applied_through: None,
     }
 }
 

@@ -19,6 +19,14 @@
 //! The price is in the restart: at most as many txns to replay as the
 //! snapshot holds nodes, and no more bytes than it holds data.
 //!
+//! While a server replays its log at start-up, a due snapshot waits until
+//! it serves clients, unless the log has grown far past the limit: a
+//! snapshot then would compete with the replay for the cores, and make
+//! every txn replayed copy the parts of the tree it changes from the clone
+//! being written. Among 10M znodes, with 4.3M txns to replay, a restart
+//! took 17.8-19.9 s with the snapshot and 15.7-16.9 s without (the
+//! snapshot is then written while serving).
+//!
 //! A snapshot written in the background (`snapshot_job`) that is still
 //! being written when twice the unjittered limit has been logged since it
 //! began is far overdue: it is given up and written again at normal
@@ -85,6 +93,12 @@ impl SnapshotSchedule {
 
     pub fn is_due(&self) -> bool {
         self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
+    }
+
+    /// A snapshot is due and may start now: once the server is serving
+    /// clients, or before if the log is far overdue.
+    pub fn may_start(&self, serving: bool) -> bool {
+        self.is_due() && (serving || self.is_far_overdue())
     }
 
     /// Twice the unjittered limit logged since the last `restart`.
@@ -171,6 +185,20 @@ mod tests {
         assert!(!schedule.is_far_overdue());
         schedule.count(1);
         assert!(schedule.is_far_overdue());
+    }
+
+    #[test]
+    fn a_due_snapshot_waits_for_serving_until_far_overdue() {
+        let mut schedule = SnapshotSchedule::new(100, 1 << 20, TreeSize::default());
+        assert!(!schedule.may_start(true));
+        for _ in 0..100 {
+            schedule.count(1);
+        }
+        assert!(schedule.may_start(true) && !schedule.may_start(false));
+        for _ in 0..100 {
+            schedule.count(1);
+        }
+        assert!(schedule.may_start(false));
     }
 
     #[test]
