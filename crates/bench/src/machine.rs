@@ -10,6 +10,10 @@ pub struct Machine {
     pub cores: usize,
     pub memory: String,
     pub kernel: String,
+    /// How an idle CPU waits: on a virtual machine, a vCPU that halts
+    /// must be woken through the hypervisor, which every hand-off of a
+    /// request between threads may pay.
+    pub cpu_idle: String,
     /// File system and device of the servers' data directory.
     pub disk: String,
     pub paddock: String,
@@ -36,6 +40,7 @@ impl Machine {
             cores: std::thread::available_parallelism().map_or(1, usize::from),
             memory: format!("{:.1} GiB", memory_kib / (1 << 20) as f64),
             kernel: output("uname", &["-sr"]).unwrap_or_else(|| "unknown".into()),
+            cpu_idle: cpu_idle(),
             disk: output(
                 "df",
                 &["--output=source,fstype", &data_dir.display().to_string()],
@@ -77,6 +82,7 @@ impl Machine {
             ("CPU", format!("{} ({} cores)", self.cpu, self.cores)),
             ("Memory", self.memory.clone()),
             ("Kernel", self.kernel.clone()),
+            ("CPU idle", self.cpu_idle.clone()),
             ("Data disk", self.disk.clone()),
             ("Paddock", self.paddock.clone()),
             ("Apache ZooKeeper", self.zookeeper.clone()),
@@ -85,6 +91,21 @@ impl Machine {
             let _ = writeln!(out, "- {name}: {value}");
         }
         out
+    }
+}
+
+/// The cpuidle driver, and for a KVM guest's `haltpoll` how long a vCPU
+/// polls before it halts.
+fn cpu_idle() -> String {
+    let read = |path: &str| Some(std::fs::read_to_string(path).ok()?.trim().to_string());
+    let Some(driver) = read("/sys/devices/system/cpu/cpuidle/current_driver") else {
+        return "unknown".into();
+    };
+    match read("/sys/module/haltpoll/parameters/guest_halt_poll_ns") {
+        Some(poll_ns) if driver == "haltpoll" => {
+            format!("haltpoll, polling {poll_ns} ns before halting (guest_halt_poll_ns)")
+        }
+        _ => driver,
     }
 }
 
