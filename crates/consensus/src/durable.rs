@@ -194,6 +194,38 @@ fn recover(
     Ok((wal, recovery.finish()?))
 }
 
+/// A server's log as read from disk over its newest snapshot, before
+/// raft starts on it: reading it needs only the snapshot's index, so a
+/// server reads it while it loads the snapshot's tree
+/// ([`Consensus::start_over`](crate::Consensus::start_over)).
+pub struct RecoveredLog {
+    dir: PathBuf,
+    /// The index of the snapshot it was read after.
+    read_after: u64,
+    wal: Wal,
+    recovered: Recovered,
+}
+
+impl RecoveredLog {
+    /// Reads the log in `dir` after a snapshot at `snapshot_index`.
+    pub fn read(dir: &Path, snapshot_index: u64) -> Result<Self, Error> {
+        let started = std::time::Instant::now();
+        let (wal, recovered) = recover(dir, snapshot_index, ENTRY_CACHE_BYTES_MAX)?;
+        tracing::info!(
+            last_index = recovered.last_index(),
+            after_snapshot = recovered.last_index() - snapshot_index,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "recovered the raft log"
+        );
+        Ok(RecoveredLog {
+            dir: dir.to_path_buf(),
+            read_after: snapshot_index,
+            wal,
+            recovered,
+        })
+    }
+}
+
 /// What a stopped server's log holds after its newest snapshot, read
 /// without starting raft (see [`read_stopped_log`]).
 #[derive(Debug, Default)]
@@ -244,14 +276,36 @@ impl DurableLog {
     /// Recovers the log in `dir` on top of `snapshot` (the newest snapshot
     /// the state machine was restored from), or starts a new group of
     /// `voters` when there is neither snapshot nor log.
+    #[cfg(test)]
     pub(crate) fn open(
         dir: &Path,
         voters: &[u64],
         learners: &[u64],
         snapshot: Option<&SnapshotMeta>,
     ) -> Result<Self, Error> {
-        let snapshot_index = snapshot.map_or(0, |s| s.index);
-        let (wal, recovered) = recover(dir, snapshot_index, ENTRY_CACHE_BYTES_MAX)?;
+        let read = RecoveredLog::read(dir, snapshot.map_or(0, |s| s.index))?;
+        Self::over(read, voters, learners, snapshot)
+    }
+
+    /// The log `read` found, over `snapshot`, the one it was read after;
+    /// when there is neither snapshot nor log, a new group of `voters`.
+    pub(crate) fn over(
+        read: RecoveredLog,
+        voters: &[u64],
+        learners: &[u64],
+        snapshot: Option<&SnapshotMeta>,
+    ) -> Result<Self, Error> {
+        let RecoveredLog {
+            dir,
+            read_after,
+            wal,
+            recovered,
+        } = read;
+        assert_eq!(
+            read_after,
+            snapshot.map_or(0, |s| s.index),
+            "the log was read after another snapshot than the one the state machine holds"
+        );
         let log = LogStore::new(
             ConfState::from((voters.to_vec(), learners.to_vec())),
             wal.reader(),
@@ -274,7 +328,7 @@ impl DurableLog {
         log.append(&entries, &locations);
         log.set_hard_state(hard_state);
         Ok(Self {
-            dir: dir.to_path_buf(),
+            dir,
             wal,
             log,
             latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),

@@ -44,7 +44,7 @@ mod snapshot;
 mod status;
 mod transport;
 
-pub use durable::{read_stopped_log, StoppedLog};
+pub use durable::{read_stopped_log, RecoveredLog, StoppedLog};
 pub use error::Error;
 pub use fence::Control;
 pub use hand_off::HandOff;

@@ -34,7 +34,7 @@ use raft::{ProgressState, RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
-use crate::durable::{DurableLog, RaftStore};
+use crate::durable::{DurableLog, RaftStore, RecoveredLog};
 use crate::fence::{Control, Fence};
 use crate::hand_off::{self, Follower, HandOff};
 use crate::log_sync::{LogSyncer, PersistQueue, Synced};
@@ -238,14 +238,19 @@ impl<W: Send + 'static> Consensus<W> {
         committed: UnboundedSender<Applying<W>>,
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
-        let started = std::time::Instant::now();
-        let log = DurableLog::open(&config.log_dir, &config.voters, &config.learners, snapshot)?;
-        tracing::info!(
-            last_index = log.last_index(),
-            after_snapshot = log.last_index() - snapshot.map_or(0, |s| s.index),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "recovered the raft log"
-        );
+        let read = RecoveredLog::read(&config.log_dir, snapshot.map_or(0, |s| s.index))?;
+        Self::start_over(config, read, snapshot, committed, network)
+    }
+
+    /// [`Consensus::start`] on a log already read after `snapshot`.
+    pub fn start_over(
+        config: Config,
+        read: RecoveredLog,
+        snapshot: Option<&SnapshotMeta>,
+        committed: UnboundedSender<Applying<W>>,
+        network: Arc<dyn Network>,
+    ) -> Result<Self, Error> {
+        let log = DurableLog::over(read, &config.voters, &config.learners, snapshot)?;
         let fence = Fence::open(
             &config.log_dir,
             config.id,
