@@ -115,6 +115,14 @@ impl Row {
         self
     }
 
+    /// `metric`, when the value is known.
+    pub fn metric_if_known(self, name: &str, value: Option<f64>) -> Row {
+        match value {
+            Some(value) => self.metric(name, value),
+            None => self,
+        }
+    }
+
     /// Throughput from `count` operations over `elapsed`, and latencies.
     pub fn throughput(self, latencies: &Latencies, elapsed: Duration) -> Row {
         let per_sec = latencies.count() as f64 / elapsed.as_secs_f64().max(1e-9);

@@ -71,9 +71,15 @@ pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Res
     tokio::time::sleep(Duration::from_secs_f64(args.settle)).await;
 
     let wiped = Instant::now();
-    let (restarted, caught_up) =
-        tokio::task::block_in_place(|| wipe_and_catch_up(deployment, leader, follower))?;
+    let CatchUp {
+        restarted,
+        caught_up,
+        leader_cpu,
+        follower_cpu,
+    } = tokio::task::block_in_place(|| wipe_and_catch_up(deployment, leader, follower))?;
     let took = caught_up.duration_since(restarted);
+    let data_mb = data_bytes as f64 / MIB;
+    let cpu_ms_per_mb = |cpu: Option<Duration>| cpu.map(|cpu| cpu.as_secs_f64() * 1e3 / data_mb);
     let samples = probe.stop().await?;
 
     let (before, during) = split(&samples, wiped, caught_up);
@@ -83,17 +89,25 @@ pub async fn run(args: &CatchupArgs, deployment: &mut Deployment) -> anyhow::Res
     m.rows.push(
         Row::new("catch-up")
             .metric("seconds", took.as_secs_f64())
-            .metric("mb_per_sec", data_bytes as f64 / MIB / took.as_secs_f64())
+            .metric("mb_per_sec", data_mb / took.as_secs_f64())
             .metric(
                 "disk_mb_per_sec",
                 disk_bytes as f64 / MIB / disk.as_secs_f64(),
-            ),
+            )
+            .metric_if_known("leader_cpu_ms_per_mb", cpu_ms_per_mb(leader_cpu))
+            .metric_if_known("follower_cpu_ms_per_mb", cpu_ms_per_mb(follower_cpu)),
     );
     m.notes.push(
         "the leader's client alternates a setData and a getData of a small znode, timed before \
          the wipe and from the wipe until the catch-up; catch-up: from the wiped server's start \
          until it applied the zxid the leader had at the wipe; the wiped server's data is moved \
          aside and deleted after the catch-up, as a replaced disk would be elsewhere"
+            .into(),
+    );
+    m.notes.push(
+        "leader_cpu_ms_per_mb: the leader's CPU over the catch-up, its client's requests \
+         included; follower_cpu_ms_per_mb: all the wiped server's CPU from its restart until \
+         caught up; each per MB of data held"
             .into(),
     );
     m.notes.push(format!(
@@ -131,14 +145,22 @@ fn roles(deployment: &mut Deployment) -> anyhow::Result<(usize, usize)> {
     Ok((leader, follower))
 }
 
+/// A wiped follower's catch-up: when it was restarted and when it had
+/// caught up, and the CPU time it took, the leader's and its own.
+struct CatchUp {
+    restarted: Instant,
+    caught_up: Instant,
+    leader_cpu: Option<Duration>,
+    follower_cpu: Option<Duration>,
+}
+
 /// Kills the follower, wipes its data, restarts it and waits until it has
-/// applied what the leader had applied at the wipe; returns when it was
-/// restarted and when it had.
+/// applied what the leader had applied at the wipe.
 fn wipe_and_catch_up(
     deployment: &mut Deployment,
     leader: usize,
     follower: usize,
-) -> anyhow::Result<(Instant, Instant)> {
+) -> anyhow::Result<CatchUp> {
     let cluster = deployment.cluster().expect("checked by run");
     let server = cluster.server(follower);
     server.kill();
@@ -149,18 +171,30 @@ fn wipe_and_catch_up(
     let target = cluster.servers()[leader]
         .zxid()
         .context("the leader did not answer srvr")?;
+    let leader_pid = cluster.servers()[leader].pid();
+    let leader_cpu_before = leader_pid.and_then(launch::cpu_time);
     let server = cluster.server(follower);
     let started = Instant::now();
     server.restart()?;
     server.wait_applied(target, CATCH_UP_LIMIT)?;
     let caught_up = Instant::now();
+    let follower_cpu = server.pid().and_then(launch::cpu_time);
+    let leader_cpu = leader_pid
+        .and_then(launch::cpu_time)
+        .zip(leader_cpu_before)
+        .map(|(after, before)| after.saturating_sub(before));
     old_data.remove()?;
     eprintln!(
         "  server.{} wiped, caught up in {:.2} s",
         server.id(),
         caught_up.duration_since(started).as_secs_f64()
     );
-    Ok((started, caught_up))
+    Ok(CatchUp {
+        restarted: started,
+        caught_up,
+        leader_cpu,
+        follower_cpu,
+    })
 }
 
 /// A client of one server timing a setData then a getData, over and over.

@@ -82,6 +82,8 @@ pub async fn run(
     let probe = Probe::start(load::connect(&connect, 1).await?.remove(0)).await?;
 
     eprintln!("  connecting {} sessions", args.sessions);
+    let sessions = args.sessions as u64;
+    let connecting = deployment.cpu_clock().start();
     let mut lost = Holders::start(&connect, LOST_ROOT, args.sessions, args.session_timeout_ms)?;
     let all_ready = |s: &States| s.ready == args.sessions;
     let connected_in = lost
@@ -98,14 +100,18 @@ pub async fn run(
             .metric(
                 "sessions_expired_connecting",
                 lost.states().expired_connecting as f64,
-            ),
+            )
+            .cpu_per_op(connecting.spent(), sessions),
     );
 
     eprintln!("  losing every session at once");
     probe.reset();
+    let cleaning = deployment.cpu_clock().start();
     lost.kill_all();
     let curve = cleanup_curve(&admin, args).await?;
-    m.rows.push(cleanup_row(probe.row("cleanup"), &curve, args));
+    let cleaned = cleaning.spent();
+    m.rows
+        .push(cleanup_row(probe.row("cleanup"), &curve, args).cpu_per_op(cleaned, sessions));
     m.notes.push(format!(
         "ephemerals left after the loss (seconds: count): {}",
         curve_note(&curve)
@@ -127,6 +133,13 @@ pub async fn run(
         "probe: one client's setData of {PROBE_PATH}, {PROBE_PAUSE:?} apart; errors are \
          its failed writes (ConnectionLoss while servers restart)"
     ));
+    m.notes.push(
+        "cpu_us_per_op: the servers' CPU per session, the probe's writes included: \
+         connecting it and creating its ephemeral (connect); from the loss until every \
+         ephemeral is gone (cleanup); from every restarted server serving to the row's end, \
+         as the herd reconnects (herd)"
+            .into(),
+    );
     Ok(m)
 }
 
@@ -200,6 +213,7 @@ async fn herd(
     .await?;
     probe.reset();
     let restart = tokio::task::block_in_place(|| deployment.restart())?;
+    let reconnecting = deployment.cpu_clock().start();
     let settled = |s: &States| s.disconnected == 0 && s.connected + s.ended == args.sessions;
     let reconnected_in = herd
         .wait_until("every session reconnected", RECONNECT_TIMEOUT, settled)
@@ -208,7 +222,9 @@ async fn herd(
     // soon their herds reconnect, so that their percentiles compare; the
     // row ends before the herd's sessions are closed, a storm of its own.
     tokio::time::sleep(HERD_WINDOW.saturating_sub(reconnected_in)).await;
-    let row = probe.row("herd");
+    let row = probe
+        .row("herd")
+        .cpu_per_op(reconnecting.spent(), args.sessions as u64);
     let states = herd.states();
     let kept = retried(|| admin.get_all_children_number(HERD_ROOT)).await?;
     herd.close_all();
