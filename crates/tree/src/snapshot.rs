@@ -58,8 +58,14 @@ const LOAD_BATCHES_AHEAD: usize = 4;
 /// one thread: starting more costs more than it saves.
 const PARALLEL_ADOPTION_CHILDREN_MIN: usize = 1 << 14;
 
-/// Nodes whose path, node and data the writer starts loading before it
-/// writes them: in hash order each is a few cache misses of its own.
+/// How far ahead the writer starts loading what it will write: in hash
+/// order a node, its path and its data are each a cache miss of their own.
+/// Nodes and paths are asked for twice this many nodes ahead, and data
+/// this many, once the node that points to it has arrived: asking for the
+/// data in the same step as its node waited for the node. Serialising 1M
+/// znodes in-process (`tree_costs 1000000 10000`, alternating runs) took
+/// 278-387 ns a znode instead of 444-609, and 463-726 instead of 642-809
+/// in a noisier stretch.
 const PREFETCH_AHEAD_NODES: usize = 16;
 
 /// Why a snapshot could not be read.
@@ -155,14 +161,16 @@ impl DataTree {
             w.bytes(p.as_bytes());
         }
         w.buf.put_i64(self.nodes.len() as i64);
-        let mut ahead = self.nodes.iter();
+        let mut far = self.nodes.iter().inspect(|(p, node)| {
+            prefetch::object(&***p);
+            prefetch::object(&***node);
+        });
+        far.by_ref().take(PREFETCH_AHEAD_NODES).for_each(drop);
+        let mut near = self.nodes.iter();
         let mut prefetch_next = || {
-            if let Some((p, node)) = ahead.next() {
-                prefetch::object(&**p);
-                prefetch::object(&**node);
-                if let Some(data) = &node.data {
-                    prefetch::object(&**data);
-                }
+            far.next();
+            if let Some(data) = near.next().and_then(|(_, node)| node.data.as_deref()) {
+                prefetch::object(data);
             }
         };
         for _ in 0..PREFETCH_AHEAD_NODES {
