@@ -135,12 +135,14 @@ pub async fn run(
     let (sasl_users, client_tls) = client_security(&config)?;
     log_start_warnings(&config);
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
-    let (starting, log) = load_state(&mut config, &snapshots, &log_dir)?;
-    let Starting {
-        tree,
-        mut snapshot_meta,
-        reconfigured,
-    } = starting;
+    let (
+        Starting {
+            tree,
+            mut snapshot_meta,
+            reconfigured,
+        },
+        log,
+    ) = load_state(&mut config, &snapshots, &log_dir)?;
     let ensemble = Ensemble::from_config(&config)?;
     let server_id = own_id(&config, ensemble.as_ref())?;
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
@@ -393,10 +395,6 @@ struct Starting {
     reconfigured: bool,
 }
 
-/// Loads the newest snapshot and sets `config`'s servers to what the tree
-/// records over the files: a takeover's ensemble, a reconfig's membership.
-/// A server of an ensemble that no reconfig has changed writes zoo.cfg's
-/// membership into the tree, as ZooKeeper writes `/zookeeper/config`.
 /// The starting state, and the raft log after its snapshot, read at the
 /// same time on a thread of its own (none for an observer of ZooKeeper,
 /// which keeps no raft log). Reading the log needs only the snapshot's
@@ -433,6 +431,10 @@ fn load_state(
     })
 }
 
+/// Loads the tree of `latest`, the newest snapshot, and sets `config`'s servers to what the tree
+/// records over the files: a takeover's ensemble, a reconfig's membership.
+/// A server of an ensemble that no reconfig has changed writes zoo.cfg's
+/// membership into the tree, as ZooKeeper writes `/zookeeper/config`.
 fn starting_state(
     config: &mut ServerConfig,
     latest: Option<(SnapshotMeta, impl Read + Send)>,
