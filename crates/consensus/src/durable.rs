@@ -197,7 +197,7 @@ fn recover(
 /// A server's log as read from disk over its newest snapshot, before
 /// raft starts on it: reading it needs only the snapshot's index, so a
 /// server reads it while it loads the snapshot's tree
-/// ([`Consensus::start_over`](crate::Consensus::start_over)).
+/// ([`Consensus::start`](crate::Consensus::start)).
 pub struct RecoveredLog {
     dir: PathBuf,
     /// The index of the snapshot it was read after.

@@ -225,8 +225,8 @@ impl<W> Clone for Consensus<W> {
 }
 
 impl<W: Send + 'static> Consensus<W> {
-    /// Recovers the log on top of `snapshot` (the one the state machine was
-    /// restored from) and starts the thread. Committed entries after the
+    /// Starts the thread on `log`, the log read after `snapshot` (the one
+    /// the state machine was restored from). Committed entries after the
     /// snapshot arrive on `committed`, replayed ones first; messages for
     /// other servers leave through `network`.
     ///
@@ -234,23 +234,12 @@ impl<W: Send + 'static> Consensus<W> {
     /// which it logs — it drops `committed`, so the receiver sees the end.
     pub fn start(
         config: Config,
+        log: RecoveredLog,
         snapshot: Option<&SnapshotMeta>,
         committed: UnboundedSender<Applying<W>>,
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
-        let read = RecoveredLog::read(&config.log_dir, snapshot.map_or(0, |s| s.index))?;
-        Self::start_over(config, read, snapshot, committed, network)
-    }
-
-    /// [`Consensus::start`] on a log already read after `snapshot`.
-    pub fn start_over(
-        config: Config,
-        read: RecoveredLog,
-        snapshot: Option<&SnapshotMeta>,
-        committed: UnboundedSender<Applying<W>>,
-        network: Arc<dyn Network>,
-    ) -> Result<Self, Error> {
-        let log = DurableLog::over(read, &config.voters, &config.learners, snapshot)?;
+        let log = DurableLog::over(log, &config.voters, &config.learners, snapshot)?;
         let fence = Fence::open(
             &config.log_dir,
             config.id,
@@ -1441,6 +1430,11 @@ mod tests {
         assert_eq!(lost_log(500, &heartbeat), None);
     }
 
+    /// The log in `dir`, read as a server with no snapshot reads it.
+    fn read_log(dir: &std::path::Path) -> RecoveredLog {
+        RecoveredLog::read(dir, 0).unwrap()
+    }
+
     fn config(dir: &std::path::Path) -> Config {
         Config {
             id: 1,
@@ -1477,7 +1471,14 @@ mod tests {
     fn proposals_commit_in_order_with_their_waiters_and_replay_after_restart() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        let node = Consensus::start(
+            config(dir.path()),
+            read_log(dir.path()),
+            None,
+            tx,
+            Arc::new(NoPeers),
+        )
+        .unwrap();
         for i in 0..3u32 {
             node.propose(vec![b'a' + i as u8], i).unwrap();
         }
@@ -1506,8 +1507,14 @@ mod tests {
         drop(rx);
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let _node =
-            Consensus::<u32>::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        let _node = Consensus::<u32>::start(
+            config(dir.path()),
+            read_log(dir.path()),
+            None,
+            tx,
+            Arc::new(NoPeers),
+        )
+        .unwrap();
         let replayed = collect(&mut rx, 3);
         assert_eq!(
             replayed
@@ -1614,7 +1621,8 @@ mod tests {
             id,
             wires: wires.clone(),
         });
-        let node = Consensus::start(config, None, tx, port).unwrap();
+        let log = read_log(&config.log_dir);
+        let node = Consensus::start(config, log, None, tx, port).unwrap();
         wires.nodes.lock().unwrap().insert(id, node);
         rx
     }
@@ -2140,8 +2148,14 @@ mod tests {
     fn a_lone_voter_has_nobody_to_hand_off_to() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let node =
-            Consensus::<u32>::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        let node = Consensus::<u32>::start(
+            config(dir.path()),
+            read_log(dir.path()),
+            None,
+            tx,
+            Arc::new(NoPeers),
+        )
+        .unwrap();
         while node.status().role() != Role::Leader {
             thread::sleep(Duration::from_millis(5));
         }
@@ -2155,7 +2169,14 @@ mod tests {
     fn read_index_answers_with_the_commit_index() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::start(config(dir.path()), None, tx, Arc::new(NoPeers)).unwrap();
+        let node = Consensus::start(
+            config(dir.path()),
+            read_log(dir.path()),
+            None,
+            tx,
+            Arc::new(NoPeers),
+        )
+        .unwrap();
         node.propose(b"x".to_vec(), 1).unwrap();
         let (index, _, _) = collect(&mut rx, 1)[0].clone();
         let (answer_tx, answer_rx) = std::sync::mpsc::channel();

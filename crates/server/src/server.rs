@@ -357,7 +357,7 @@ fn start_replication(
         .log
         .expect("load_state reads the log of every server but an observer of ZooKeeper");
     Ok(Replication {
-        consensus: Consensus::start_over(raft, log, from.snapshot, committed, peers)?,
+        consensus: Consensus::start(raft, log, from.snapshot, committed, peers)?,
         revalidate: None,
         takeover: None,
     })
