@@ -315,7 +315,8 @@ fn client_security(
 }
 
 /// Where replication starts: the snapshot the tree was loaded from, and
-/// the raft log read after it (none for an observer of ZooKeeper).
+/// the raft log read after it while the tree loaded (none when the server
+/// was configured to observe ZooKeeper).
 struct StartingPoint<'a> {
     snapshot: Option<&'a SnapshotMeta>,
     log: Option<RecoveredLog>,
@@ -353,9 +354,12 @@ fn start_replication(
         Some(network) => network,
         None => Arc::new(consensus::NoPeers),
     };
-    let log = from
-        .log
-        .expect("load_state reads the log of every server but an observer of ZooKeeper");
+    // A server started as an observer of ZooKeeper did not read a log
+    // while its tree loaded, and may have found there that it took over.
+    let log = match from.log {
+        Some(log) => log,
+        None => RecoveredLog::read(&raft.log_dir, from.snapshot.map_or(0, |m| m.index))?,
+    };
     Ok(Replication {
         consensus: Consensus::start(raft, log, from.snapshot, committed, peers)?,
         revalidate: None,
@@ -396,8 +400,9 @@ struct Starting {
 }
 
 /// The starting state, and the raft log after its snapshot, read at the
-/// same time on a thread of its own (none for an observer of ZooKeeper,
-/// which keeps no raft log). Reading the log needs only the snapshot's
+/// same time on a thread of its own (none for a server configured to
+/// observe ZooKeeper, which keeps no raft log until its tree says it took
+/// over). Reading the log needs only the snapshot's
 /// index: among 10M znodes, with 1.3 GB of log after the snapshot to read
 /// (1.5 s), a restart took 14.8-16.5 s instead of 16.1-17.2.
 fn load_state(
