@@ -24,8 +24,9 @@ use crate::Error;
 /// What recovery keeps of the WAL's records, which it is handed one at a
 /// time as the log is read: the last hard state, and each entry raft still
 /// has, by term and location, with the entries themselves for the newest
-/// `decoded_bytes_max` of them (what the log store keeps in memory). So
-/// recovery holds neither the log's bytes nor all its entries decoded.
+/// `decoded_bytes_max` of them. So recovery holds neither the log's bytes
+/// nor all its entries decoded. With a window of 0 no entry is decoded at
+/// all: only its term is read (`record::entry_term`).
 struct Recovery {
     dir: PathBuf,
     found: Recovered,
@@ -154,6 +155,15 @@ impl Recovery {
             });
         }
         found.truncate((index - (found.snapshot_index + 1)) as usize);
+        if self.decoded_bytes_max == 0 {
+            let term = record::entry_term(&rec.payload, index)
+                .map_err(|reason| self.bad(index, reason))?;
+            self.found.entries.push(Survivor {
+                term,
+                location: rec.location,
+            });
+            return Ok(());
+        }
         let entry =
             record::decode_entry(&rec.payload, index).map_err(|reason| self.bad(index, reason))?;
         let found = &mut self.found;
@@ -207,10 +217,14 @@ pub struct RecoveredLog {
 }
 
 impl RecoveredLog {
-    /// Reads the log in `dir` after a snapshot at `snapshot_index`.
+    /// Reads the log in `dir` after a snapshot at `snapshot_index`. It
+    /// keeps no entry decoded: a restart applies them all, reading each
+    /// back from the files as it goes, so decoding them here as well only
+    /// doubled the work: reading 1.3 GB of log (4.3M entries) beside a
+    /// 6M-znode snapshot's load took 1.27-1.36 s instead of 1.62-2.53.
     pub fn read(dir: &Path, snapshot_index: u64) -> Result<Self, Error> {
         let started = std::time::Instant::now();
-        let (wal, recovered) = recover(dir, snapshot_index, ENTRY_CACHE_BYTES_MAX)?;
+        let (wal, recovered) = recover(dir, snapshot_index, 0)?;
         tracing::info!(
             last_index = recovered.last_index(),
             after_snapshot = recovered.last_index() - snapshot_index,
