@@ -1435,6 +1435,21 @@ mod tests {
         RecoveredLog::read(dir, 0).unwrap()
     }
 
+    /// A group of one on the log in `dir`, with no snapshot.
+    fn start_alone(
+        dir: &std::path::Path,
+        committed: UnboundedSender<Applying<u32>>,
+    ) -> Consensus<u32> {
+        Consensus::start(
+            config(dir),
+            read_log(dir),
+            None,
+            committed,
+            Arc::new(NoPeers),
+        )
+        .unwrap()
+    }
+
     fn config(dir: &std::path::Path) -> Config {
         Config {
             id: 1,
@@ -1471,14 +1486,7 @@ mod tests {
     fn proposals_commit_in_order_with_their_waiters_and_replay_after_restart() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::start(
-            config(dir.path()),
-            read_log(dir.path()),
-            None,
-            tx,
-            Arc::new(NoPeers),
-        )
-        .unwrap();
+        let node = start_alone(dir.path(), tx);
         for i in 0..3u32 {
             node.propose(vec![b'a' + i as u8], i).unwrap();
         }
@@ -1507,14 +1515,7 @@ mod tests {
         drop(rx);
 
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let _node = Consensus::<u32>::start(
-            config(dir.path()),
-            read_log(dir.path()),
-            None,
-            tx,
-            Arc::new(NoPeers),
-        )
-        .unwrap();
+        let _node = start_alone(dir.path(), tx);
         let replayed = collect(&mut rx, 3);
         assert_eq!(
             replayed
@@ -2148,14 +2149,7 @@ mod tests {
     fn a_lone_voter_has_nobody_to_hand_off_to() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::<u32>::start(
-            config(dir.path()),
-            read_log(dir.path()),
-            None,
-            tx,
-            Arc::new(NoPeers),
-        )
-        .unwrap();
+        let node = start_alone(dir.path(), tx);
         while node.status().role() != Role::Leader {
             thread::sleep(Duration::from_millis(5));
         }
@@ -2169,14 +2163,7 @@ mod tests {
     fn read_index_answers_with_the_commit_index() {
         let dir = tempfile::tempdir().unwrap();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let node = Consensus::start(
-            config(dir.path()),
-            read_log(dir.path()),
-            None,
-            tx,
-            Arc::new(NoPeers),
-        )
-        .unwrap();
+        let node = start_alone(dir.path(), tx);
         node.propose(b"x".to_vec(), 1).unwrap();
         let (index, _, _) = collect(&mut rx, 1)[0].clone();
         let (answer_tx, answer_rx) = std::sync::mpsc::channel();
