@@ -29,6 +29,7 @@
 //! Standalone mode is a group of one voter on this same path, with
 //! [`NoPeers`] for its network.
 
+mod backlog;
 mod durable;
 mod error;
 mod fence;
@@ -44,6 +45,7 @@ mod snapshot;
 mod status;
 mod transport;
 
+pub use backlog::Unapplied;
 pub use durable::{read_stopped_log, RecoveredLog, StoppedLog};
 pub use error::Error;
 pub use fence::Control;

@@ -34,6 +34,7 @@ use raft::{ProgressState, RawNode, StateRole};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
+use crate::backlog::{Backlog, Unapplied};
 use crate::durable::{DurableLog, RaftStore, RecoveredLog};
 use crate::fence::{Control, Fence};
 use crate::hand_off::{self, Follower, HandOff};
@@ -53,6 +54,11 @@ const COMMANDS_PER_TURN_MAX: usize = 4096;
 /// back a page at a time while the state machine applies the pages before,
 /// rather than all of it before the first is applied.
 const COMMITTED_BYTES_PER_READY_MAX: u64 = 4 << 20;
+
+/// Committed bytes a replay hands out ahead of the state machine, at most
+/// (see `backlog`): a few Readies, so that the next is read while the
+/// state machine applies the ones before.
+const REPLAY_BACKLOG_BYTES_MAX: u64 = 4 * COMMITTED_BYTES_PER_READY_MAX;
 
 /// A proposal or read-index request not answered in this long is given up
 /// (its waiter dropped): its leader was lost, or the message was.
@@ -119,8 +125,9 @@ pub struct Config {
 
 /// What the state machine is handed, in log order.
 pub enum Applying<W> {
-    /// Entries the group committed.
-    Entries(Vec<CommittedEntry<W>>),
+    /// Entries the group committed, and their share of the backlog of
+    /// entries not yet applied: drop it once they are.
+    Entries(Vec<CommittedEntry<W>>, Unapplied),
     /// A snapshot from the leader replaced the log up to its index: load it
     /// from the snapshot directory, where it is already durable.
     Restore(SnapshotMeta),
@@ -296,6 +303,7 @@ impl<W: Send + 'static> Consensus<W> {
             log,
             inbox,
             committed,
+            backlog: Backlog::default(),
             network,
             commands: commands.clone(),
             next_sequence: 1,
@@ -472,6 +480,8 @@ struct Driver<W> {
     log: DurableLog,
     inbox: mpsc::Receiver<Command<W>>,
     committed: UnboundedSender<Applying<W>>,
+    /// What was handed out on `committed` and is not applied yet.
+    backlog: Backlog,
     network: Arc<dyn Network>,
     /// For snapshot reports, which arrive from the network's tasks. It
     /// keeps the channel open, so the loop ends when the state machine's
@@ -779,6 +789,7 @@ impl<W: Send + 'static> Driver<W> {
                 break;
             }
             self.handle_ready()?;
+            self.backlog.wait_until_below(REPLAY_BACKLOG_BYTES_MAX);
         }
         self.raw.campaign()?;
         Ok(())
@@ -1159,6 +1170,7 @@ impl<W: Send + 'static> Driver<W> {
         if entries.is_empty() {
             return;
         }
+        let bytes = entries.iter().map(|entry| entry.data.len() as u64).sum();
         let batch = entries
             .into_iter()
             .map(|mut entry| {
@@ -1183,7 +1195,9 @@ impl<W: Send + 'static> Driver<W> {
             .collect();
         // A closed receiver means the server is stopping; the loop ends on
         // its next turn.
-        let _ = self.committed.send(Applying::Entries(batch));
+        let _ = self
+            .committed
+            .send(Applying::Entries(batch, self.backlog.add(bytes)));
     }
 
     fn take_waiter(&mut self, sequence: u64) -> Option<W> {
@@ -1469,7 +1483,7 @@ mod tests {
     ) -> Vec<(u64, Vec<u8>, Option<u32>)> {
         let mut seen = Vec::new();
         while seen.len() < count {
-            let Applying::Entries(batch) = rx.blocking_recv().expect("consensus stopped") else {
+            let Applying::Entries(batch, _) = rx.blocking_recv().expect("consensus stopped") else {
                 panic!("no snapshot is sent in these tests");
             };
             seen.extend(
@@ -1528,6 +1542,51 @@ mod tests {
                 .collect::<Vec<_>>(),
             "the same entries at the same indexes, without waiters"
         );
+    }
+
+    /// A replay hands out no more than the backlog allows while the state
+    /// machine has not applied what it was given, and the rest once it has.
+    #[test]
+    fn a_replay_waits_for_the_state_machine_to_apply() {
+        const ENTRY_BYTES: usize = 256 << 10;
+        const ENTRIES: usize = 160; // 40 MB
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let node = start_alone(dir.path(), tx);
+        for i in 0..ENTRIES as u32 {
+            node.propose(vec![i as u8; ENTRY_BYTES], i).unwrap();
+        }
+        collect(&mut rx, ENTRIES);
+        node.shutdown();
+        drop(rx);
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let _node = start_alone(dir.path(), tx);
+        let (mut held, mut handed_bytes, mut entries) = (Vec::new(), 0, 0);
+        // Until a wait brings nothing more.
+        loop {
+            std::thread::sleep(Duration::from_millis(300));
+            let before = held.len();
+            while let Ok(applying) = rx.try_recv() {
+                let Applying::Entries(batch, unapplied) = applying else {
+                    panic!("no snapshot is sent in these tests");
+                };
+                handed_bytes += batch.iter().map(|e| e.data.len() as u64).sum::<u64>();
+                entries += batch.iter().filter(|e| !e.data.is_empty()).count();
+                held.push(unapplied);
+            }
+            if held.len() == before {
+                break;
+            }
+        }
+        assert!(
+            handed_bytes < REPLAY_BACKLOG_BYTES_MAX + COMMITTED_BYTES_PER_READY_MAX,
+            "{handed_bytes} bytes handed out while none was applied"
+        );
+        assert!(entries < ENTRIES);
+        drop(held);
+        entries += collect(&mut rx, ENTRIES - entries).len();
+        assert_eq!(entries, ENTRIES);
     }
 
     /// Delivers messages between in-process nodes; a cut node neither
@@ -1685,7 +1744,7 @@ mod tests {
     fn until_data(rx: &mut Receiver, last: &[u8]) -> (Vec<Vec<u8>>, Vec<Membership>) {
         let (mut data, mut memberships) = (Vec::new(), Vec::new());
         while data.last().map(Vec::as_slice) != Some(last) {
-            let Applying::Entries(batch) = rx.blocking_recv().expect("consensus stopped") else {
+            let Applying::Entries(batch, _) = rx.blocking_recv().expect("consensus stopped") else {
                 panic!("no snapshot is sent in these tests");
             };
             for entry in batch {
@@ -2075,7 +2134,7 @@ mod tests {
                     "the committed entries never came back: {data:?}"
                 );
                 match rx.try_recv() {
-                    Ok(Applying::Entries(batch)) => data.extend(
+                    Ok(Applying::Entries(batch, _)) => data.extend(
                         batch
                             .into_iter()
                             .filter(|e| !e.data.is_empty())

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::{Bytes, BytesMut};
 use consensus::{
     Applying, CommittedEntry, Consensus, Membership, ReadIndexCallback, SnapshotMeta, Snapshots,
-    Status, Upstream,
+    Status, Unapplied, Upstream,
 };
 use jute::{
     CreateTTLRequest, DeleteRequest, MultiOp, MultiRequest, OpCode, Record, SetACLRequest,
@@ -484,7 +484,9 @@ impl<W> Replica for ServerReplica<W> {
                 waiter,
                 membership: None,
             };
-            let _ = self.committed.send(Applying::Entries(vec![entry]));
+            let _ = self
+                .committed
+                .send(Applying::Entries(vec![entry], Unapplied::untracked()));
         }
         self.zxid = zxid;
         self.txns += 1;

@@ -122,7 +122,9 @@ impl ApplyLoop {
             let waiting = self.membership_snapshot.is_some() || self.snapshot_schedule.is_due();
             tokio::select! {
                 applying = committed.recv() => match applying {
-                    Some(Applying::Entries(batch)) => self.apply_batch(batch)?,
+                    // The batch's share of the backlog goes when the arm ends,
+                    // once the batch is applied.
+                    Some(Applying::Entries(batch, _unapplied)) => self.apply_batch(batch)?,
                     Some(Applying::Restore(meta)) => self.restore(&meta)?,
                     None => return Ok(()),
                 },

@@ -62,7 +62,7 @@ impl DataTree {
                 .or_insert_with(|| Arc::from(record.acl))
                 .clone();
             let node = Node::new(record.data.as_deref().map(Box::from), acl, record.stat);
-            tree.insert_loaded(&mut loading, Arc::from(record.path), node)?;
+            tree.insert_loaded(&mut loading, Arc::from(record.path), Arc::new(node))?;
         }
         tree.finish_loading(loading)?;
         if !tree.nodes.contains(CONFIG_ZOOKEEPER) {
