@@ -238,6 +238,28 @@ impl Deployment {
         CpuClock { pids, roles }
     }
 
+    /// The CPU time the servers have spent since they were first started,
+    /// that of processes killed or stopped since included: for workloads
+    /// that stop servers, whose [`CpuClock`] would lose what the stopped
+    /// ones spent. Unknown for a server this tool did not start, unless
+    /// given its PID (and then only while that process runs).
+    pub fn servers_cpu_time(&mut self) -> Option<Duration> {
+        if let Some(pid) = self.pid {
+            return launch::cpu_time(pid);
+        }
+        self.cluster()?
+            .servers()
+            .iter()
+            .map(launch::Server::cpu_time)
+            .sum()
+    }
+
+    /// What the servers spent since `before`, a reading of
+    /// [`Self::servers_cpu_time`].
+    pub fn servers_cpu_since(&mut self, before: Option<Duration>) -> Option<Duration> {
+        Some(self.servers_cpu_time()?.saturating_sub(before?))
+    }
+
     /// Kills and restarts every server of a started deployment; returns
     /// how long until every one served again (recovery: reading its
     /// snapshot and log, rejoining).

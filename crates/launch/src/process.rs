@@ -1,9 +1,11 @@
 //! One server process.
 
 use std::fs::File;
+use std::io::ErrorKind;
 use std::net::{Ipv4Addr, SocketAddr};
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
@@ -21,6 +23,11 @@ pub struct Server {
     env: Vec<(String, String)>,
     child: Option<Child>,
     paused: bool,
+    /// How the last process ended on its own, once reaped.
+    ended: Option<ExitStatus>,
+    /// CPU time the server's earlier processes spent, counted as each is
+    /// reaped: the kernel tells it only to the call that reaps the process.
+    spent_by_ended: Duration,
 }
 
 impl Server {
@@ -39,6 +46,8 @@ impl Server {
             env,
             child: None,
             paused: false,
+            ended: None,
+            spent_by_ended: Duration::ZERO,
         };
         server.spawn()?;
         Ok(server)
@@ -61,6 +70,7 @@ impl Server {
             .with_context(|| format!("starting server {} ({})", self.plan.id, self.argv[0]))?;
         self.child = Some(child);
         self.paused = false;
+        self.ended = None;
         Ok(())
     }
 
@@ -121,16 +131,55 @@ impl Server {
     }
 
     pub fn is_running(&mut self) -> bool {
-        match &mut self.child {
-            Some(child) => matches!(child.try_wait(), Ok(None)),
-            None => false,
-        }
+        !self.reap(false)
     }
 
     /// How the process ended, if it was started and has exited on its
     /// own (not if it was killed through this handle, which forgets it).
-    pub fn exit_status(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.as_mut()?.try_wait().ok()?
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.reap(false);
+        self.ended
+    }
+
+    /// The CPU time (user + system) the server's processes have spent
+    /// since it was first started: the ended ones' and the running one's.
+    /// None when the running one's cannot be read.
+    pub fn cpu_time(&self) -> Option<Duration> {
+        match self.pid() {
+            Some(pid) => Some(self.spent_by_ended + cpu_time(pid)?),
+            None => Some(self.spent_by_ended),
+        }
+    }
+
+    /// Reaps the process if it has ended (`wait`: once it ends), keeping
+    /// how it ended and the CPU time it spent. True when no process runs.
+    fn reap(&mut self, wait: bool) -> bool {
+        let Some(child) = &self.child else {
+            return true;
+        };
+        let pid = child.id() as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: rusage is plain data, for which all zeros is valid.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = if wait { 0 } else { libc::WNOHANG };
+        let reaped = loop {
+            // SAFETY: `pid` is this handle's child, not yet reaped (whoever
+            // reaps it drops the handle's `Child`, so that no signal can
+            // reach a process that took its PID); the pointers are to locals.
+            let reaped = unsafe { libc::wait4(pid, &mut status, flags, &mut usage) };
+            if reaped != -1 || std::io::Error::last_os_error().kind() != ErrorKind::Interrupted {
+                break reaped;
+            }
+        };
+        if reaped == 0 {
+            return false;
+        }
+        if reaped == pid {
+            self.ended = Some(ExitStatus::from_raw(status));
+            self.spent_by_ended += time_of(usage.ru_utime) + time_of(usage.ru_stime);
+        }
+        self.child = None;
+        true
     }
 
     pub fn is_paused(&self) -> bool {
@@ -209,10 +258,11 @@ impl Server {
     /// SIGKILL: the process dies at once, as in a crash or power loss of
     /// the process (the OS keeps what reached the page cache).
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
+        if let Some(child) = &mut self.child {
             let _ = child.kill();
-            let _ = child.wait();
         }
+        self.reap(true);
+        self.ended = None;
         self.paused = false;
     }
 
@@ -229,14 +279,9 @@ impl Server {
     /// SIGTERM, then SIGKILL if it has not exited within `grace`.
     pub fn stop(&mut self, grace: Duration) {
         self.terminate();
-        if let Some(child) = &mut self.child {
-            let deadline = Instant::now() + grace;
-            while Instant::now() < deadline {
-                if !matches!(child.try_wait(), Ok(None)) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        let deadline = Instant::now() + grace;
+        while self.is_running() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
         }
         self.kill();
     }
@@ -381,6 +426,10 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     ))
 }
 
+fn time_of(time: libc::timeval) -> Duration {
+    Duration::new(time.tv_sec as u64, time.tv_usec as u32 * 1000)
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
@@ -487,6 +536,60 @@ mod tests {
         assert_eq!(state_of("7 (a) b) (c) S 1 7"), Some('S'));
     }
 
+    /// A server of one process running `argv` in `dir`, not started.
+    fn unstarted(dir: &Path, argv: Vec<String>) -> Server {
+        Server {
+            plan: Plan {
+                id: 2,
+                client_port: 0,
+                peer_port: 0,
+                election_port: 0,
+                observer: false,
+                dir: dir.to_path_buf(),
+            },
+            argv,
+            env: Vec::new(),
+            child: None,
+            paused: false,
+            ended: None,
+            spent_by_ended: Duration::ZERO,
+        }
+    }
+
+    /// What a process spent is still counted once it has ended, whether
+    /// on its own or killed, and the next process's adds to it.
+    #[test]
+    fn a_servers_cpu_time_keeps_what_ended_processes_spent() {
+        let dir = tempfile::tempdir().unwrap();
+        let busy = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done";
+        let mut server = unstarted(dir.path(), ["sh", "-c", busy].map(String::from).to_vec());
+        server.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.is_running() {
+            assert!(Instant::now() < deadline, "the loop did not end");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(server.exit_status().unwrap().success());
+        let first = server.cpu_time().unwrap();
+        assert!(first >= Duration::from_millis(50), "{first:?}");
+        assert_eq!(server.pid(), None);
+
+        server.restart().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while server.cpu_time().unwrap() < first + Duration::from_millis(20) {
+            assert!(
+                Instant::now() < deadline,
+                "the second process spent nothing"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        server.kill();
+        let both = server.cpu_time().unwrap();
+        assert!(both >= first + Duration::from_millis(20), "{both:?}");
+        assert_eq!(server.exit_status(), None, "killed through the handle");
+        assert_eq!(server.cpu_time(), Some(both), "nothing runs");
+    }
+
     #[test]
     fn data_set_aside_leaves_the_configuration_and_goes_once_removed() {
         let base = tempfile::tempdir().unwrap();
@@ -496,20 +599,7 @@ mod tests {
             std::fs::write(dir.join(kept), kept).unwrap();
         }
         std::fs::write(dir.join("version-paddock/log/wal"), b"entries").unwrap();
-        let mut server = Server {
-            plan: Plan {
-                id: 2,
-                client_port: 0,
-                peer_port: 0,
-                election_port: 0,
-                observer: false,
-                dir: dir.clone(),
-            },
-            argv: Vec::new(),
-            env: Vec::new(),
-            child: None,
-            paused: false,
-        };
+        let mut server = unstarted(&dir, Vec::new());
         let names = |dir: &Path| {
             let mut names: Vec<_> = std::fs::read_dir(dir)
                 .unwrap()

@@ -111,6 +111,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
         Ok(_) | Err(Error::NodeExists { .. }) => {}
         Err(error) => return Err(error).context("creating /bench/failover"),
     }
+    let cpu_before = deployment.servers_cpu_time();
     let mut writer = Writer::new(zk.clone());
     let settle = Duration::from_secs_f64(args.settle);
     let kills = if local { args.kills } else { 1 };
@@ -164,6 +165,7 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
             tokio::task::block_in_place(|| restart_stopped(deployment, index))?;
         }
     }
+    let cpu_spent = deployment.servers_cpu_since(cpu_before);
     let last = writer.last_acked.context("no write was acknowledged")?;
     zk.sync(KEY).await?;
     let (data, _) = zk.get_data(KEY).await?;
@@ -179,11 +181,13 @@ pub async fn run(args: &FailoverArgs, deployment: &mut Deployment) -> anyhow::Re
             .metric("settle_max_gap_s", settle_gaps.quantile(1.0).as_secs_f64())
             .metric("quiet_max_gap_s", quiet_gaps.quantile(1.0).as_secs_f64())
             .metric("acknowledged_writes", writer.acks.len() as f64)
-            .metric("failed_writes", writer.failures as f64),
+            .metric("failed_writes", writer.failures as f64)
+            .cpu_per_op(cpu_spent, writer.acks.len() as u64),
     );
     m.notes.push(
         "gap: the longest time between two acknowledged writes from the last one before the stop until one acknowledged after the stopped server exited; settle_max_gap_s: the longest in the settle after that; quiet_max_gap_s: the longest in the settle before the stop, with no server stopping (the disk's own fdatasync stalls)".into(),
     );
+    m.notes.push(super::STOPPING_CPU_NOTE.into());
     m.notes.push(format!(
         "every acknowledged write survived: the last, #{last}, reads back as {stored}"
     ));

@@ -20,6 +20,9 @@ pub mod watch;
 use crate::deploy::Deployment;
 use crate::measure::Measurement;
 
+/// What `cpu_us_per_op` means in the workloads that stop servers.
+const STOPPING_CPU_NOTE: &str = "cpu_us_per_op: the servers' CPU time from the first write to the last, per acknowledged write, including what the stopped processes spent before they ended and what their successors spent recovering and rejoining";
+
 /// A workload with its arguments.
 #[derive(Clone, Debug)]
 pub enum Job {

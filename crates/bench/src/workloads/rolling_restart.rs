@@ -56,6 +56,7 @@ pub async fn run(
         "servers stopped by",
         "SIGTERM, followers first, leader last",
     );
+    let cpu_before = deployment.servers_cpu_time();
     let writers = start_writers(deployment.connect_string(), args.writers).await?;
     let settle = Duration::from_secs_f64(args.settle);
     tokio::time::sleep(settle).await;
@@ -80,8 +81,9 @@ pub async fn run(
     }
 
     let reports = stop_writers(writers).await?;
+    let cpu_spent = deployment.servers_cpu_since(cpu_before);
     check_acknowledged(deployment.connect_string(), &reports).await?;
-    report(&mut m, &restarts, &reports);
+    report(&mut m, &restarts, &reports, cpu_spent);
     Ok(m)
 }
 
@@ -224,7 +226,12 @@ async fn check_acknowledged(connect: &str, reports: &[WriterReport]) -> anyhow::
     Ok(())
 }
 
-fn report(m: &mut Measurement, restarts: &[Restart], reports: &[WriterReport]) {
+fn report(
+    m: &mut Measurement,
+    restarts: &[Restart],
+    reports: &[WriterReport],
+    cpu_spent: Option<Duration>,
+) {
     let mut gaps = Latencies::default();
     for (i, restart) in restarts.iter().enumerate() {
         // From the last write acknowledged before the stop.
@@ -270,11 +277,13 @@ fn report(m: &mut Measurement, restarts: &[Restart], reports: &[WriterReport]) {
             .metric("acknowledged_writes", count(|r| r.acks.len()))
             .metric("connection_losses", count(|r| r.connection_losses.len()))
             .metric("other_errors", count(|r| r.other_errors.len()))
-            .metric("sessions_expired", count(|r| usize::from(r.expired))),
+            .metric("sessions_expired", count(|r| usize::from(r.expired)))
+            .cpu_per_op(cpu_spent, count(|r| r.acks.len()) as u64),
     );
     m.notes.push(
         "gap: the longest time between two acknowledged writes of any one writer, from the last write acknowledged before the stop until the settle after the restart; every acknowledged write was read back afterwards".into(),
     );
+    m.notes.push(super::STOPPING_CPU_NOTE.into());
     if let Some((_, error)) = reports.iter().flat_map(|r| &r.other_errors).next() {
         m.notes
             .push(format!("first error other than ConnectionLoss: {error}"));
