@@ -16,6 +16,7 @@ use storage::{
     PendingSync, RecordLocation, RecoveryMode, SegmentRemoval, StdFs, Wal, WalOptions, WalRecord,
 };
 
+use crate::log_index::{LogIndex, Slot};
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord};
 use crate::snapshot::SnapshotMeta;
@@ -40,19 +41,12 @@ struct Recovered {
     hard_state: Option<HardState>,
     /// The newest snapshot's index, or a later snapshot mark's.
     snapshot_index: u64,
-    /// Index `snapshot_index + 1 + i` is `entries[i]`.
-    entries: Vec<Survivor>,
+    /// Index `snapshot_index + 1 + i` is `entries.get(i)`.
+    entries: LogIndex,
     /// The entries of the last `decoded.len()` survivors.
     decoded: VecDeque<Entry>,
     /// Their stored bytes.
     decoded_bytes: u64,
-}
-
-/// An entry record that is part of the recovered log.
-#[derive(Debug, Clone, Copy)]
-struct Survivor {
-    term: u64,
-    location: RecordLocation,
 }
 
 impl Recovered {
@@ -60,15 +54,15 @@ impl Recovered {
         self.snapshot_index + self.entries.len() as u64
     }
 
-    /// The survivors whose entry was not kept decoded, and those whose was.
-    fn split(&self) -> (&[Survivor], &[Survivor]) {
-        self.entries
-            .split_at(self.entries.len() - self.decoded.len())
+    /// How many survivors come before those whose entries are decoded.
+    fn undecoded(&self) -> usize {
+        self.entries.len() - self.decoded.len()
     }
 
     fn truncate(&mut self, keep: usize) {
-        let decoded_from = self.entries.len() - self.decoded.len();
-        for dropped in self.entries.drain(keep..).rev() {
+        let decoded_from = self.undecoded();
+        while self.entries.len() > keep {
+            let dropped = self.entries.pop_back().expect("more entries than kept");
             if self.decoded.len() > keep.saturating_sub(decoded_from) {
                 self.decoded.pop_back();
                 self.decoded_bytes -= dropped.location.stored_bytes();
@@ -79,13 +73,24 @@ impl Recovered {
     /// Forgets the oldest decoded entries while they take more than `max`.
     fn forget_oldest_entries(&mut self, max: u64) {
         while self.decoded_bytes > max {
-            let (older, _) = self.split();
-            let Some(oldest) = self.entries.get(older.len()) else {
+            let Some(oldest) = self.entries.get(self.undecoded()) else {
                 return;
             };
             self.decoded_bytes -= oldest.location.stored_bytes();
             self.decoded.pop_front();
         }
+    }
+
+    /// The index of the entries not kept decoded, and the decoded ones
+    /// with their locations.
+    fn split(mut self) -> (LogIndex, Vec<Entry>, Vec<RecordLocation>) {
+        let mut locations = Vec::with_capacity(self.decoded.len());
+        for _ in 0..self.decoded.len() {
+            let slot = self.entries.pop_back().expect("a decoded entry has a slot");
+            locations.push(slot.location);
+        }
+        locations.reverse();
+        (self.entries, self.decoded.into(), locations)
     }
 }
 
@@ -96,7 +101,7 @@ impl Recovery {
             found: Recovered {
                 hard_state: None,
                 snapshot_index,
-                entries: Vec::new(),
+                entries: LogIndex::default(),
                 decoded: VecDeque::new(),
                 decoded_bytes: 0,
             },
@@ -158,7 +163,7 @@ impl Recovery {
         if self.decoded_bytes_max == 0 {
             let term = record::entry_term(&rec.payload, index)
                 .map_err(|reason| self.bad(index, reason))?;
-            self.found.entries.push(Survivor {
+            self.found.entries.push_back(Slot {
                 term,
                 location: rec.location,
             });
@@ -167,7 +172,7 @@ impl Recovery {
         let entry =
             record::decode_entry(&rec.payload, index).map_err(|reason| self.bad(index, reason))?;
         let found = &mut self.found;
-        found.entries.push(Survivor {
+        found.entries.push_back(Slot {
             term: entry.term,
             location: rec.location,
         });
@@ -335,10 +340,8 @@ impl DurableLog {
         hard_state.commit = hard_state
             .commit
             .clamp(recovered.snapshot_index, recovered.last_index());
-        let (older, newest) = recovered.split();
-        log.append_uncached(older.iter().map(|s| (s.term, s.location)));
-        let locations: Vec<RecordLocation> = newest.iter().map(|s| s.location).collect();
-        let entries: Vec<Entry> = recovered.decoded.into();
+        let (older, entries, locations) = recovered.split();
+        log.append_uncached(older);
         log.append(&entries, &locations);
         log.set_hard_state(hard_state);
         Ok(Self {
@@ -760,11 +763,10 @@ mod tests {
         let (_wal, recovered) = recover(dir.path(), 0, window).unwrap();
         assert_eq!(recovered.last_index(), count);
         let term = |index: u64| if index < overwritten_from { 1 } else { 2 };
-        for (survivor, index) in recovered.entries.iter().zip(1..) {
+        for (survivor, index) in recovered.entries.range(0..count as usize).zip(1..) {
             assert_eq!(survivor.term, term(index), "index {index}");
         }
-        let (_, newest) = recovered.split();
-        let first_decoded = count + 1 - newest.len() as u64;
+        let first_decoded = count + 1 - recovered.decoded.len() as u64;
         for (entry, index) in recovered.decoded.iter().zip(first_decoded..) {
             assert_eq!((entry.index, entry.term), (index, term(index)));
             assert_eq!(
@@ -772,7 +774,10 @@ mod tests {
                 sized_data(index, term(index), data_bytes)
             );
         }
-        let decoded_bytes: u64 = newest.iter().map(|s| s.location.stored_bytes()).sum();
+        let newest = recovered.undecoded()..count as usize;
+        let decoded_bytes: u64 = (recovered.entries.range(newest.clone()))
+            .map(|s| s.location.stored_bytes())
+            .sum();
         assert_eq!(decoded_bytes, recovered.decoded_bytes);
         assert!(decoded_bytes <= window, "{decoded_bytes}");
         assert!(newest.len() >= 50, "{}", newest.len());

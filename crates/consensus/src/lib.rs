@@ -35,6 +35,7 @@ mod error;
 mod fence;
 mod hand_off;
 mod histogram;
+mod log_index;
 mod log_store;
 mod log_sync;
 mod membership;

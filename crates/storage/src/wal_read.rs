@@ -28,9 +28,34 @@ pub struct RecordLocation {
 }
 
 impl RecordLocation {
+    /// A location given back by whoever kept its parts: a location the log
+    /// did not hand out reads as an error, never as another record.
+    pub fn from_parts(segment: u64, offset: u64, len: u32) -> Self {
+        RecordLocation {
+            segment,
+            offset,
+            len,
+        }
+    }
+
+    /// The sequence number of the segment holding the record.
+    pub fn segment(&self) -> u64 {
+        self.segment
+    }
+
+    /// The record's byte offset in its segment.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
     /// The bytes the record takes on disk, header included.
     pub fn stored_bytes(&self) -> u64 {
         u64::from(self.len)
+    }
+
+    /// [`Self::stored_bytes`], as kept.
+    pub fn stored_len(&self) -> u32 {
+        self.len
     }
 
     /// Whether `next` starts right where this record ends.
