@@ -722,34 +722,23 @@ impl Results<'_> {
             md,
             "\n| | metric | ZooKeeper | Paddock | Paddock vs ZooKeeper |\n|---|---|---:|---:|---:|"
         );
-        let Some(shown) = zk.or(paddock) else {
-            return md;
-        };
-        // Metrics in the order the terminal table shows them.
-        let columns = shown.columns();
-        for row in &shown.rows {
-            for metric in columns
-                .iter()
-                .filter(|c| row.metrics.contains_key(*c) && !UNREPORTED.contains(&c.as_str()))
-            {
-                let value = |m: Option<&Measurement>| {
-                    m?.rows
-                        .iter()
-                        .find(|r| r.label == row.label)?
-                        .metrics
-                        .get(metric)
-                        .copied()
-                };
-                let (z, p) = (value(zk), value(paddock));
-                let _ = writeln!(
-                    md,
-                    "| {} | {metric} | {} | {} | {} |",
-                    row.label,
-                    cell(z),
-                    cell(p),
-                    ratio_cell(advantage(z, p, higher_is_better(metric)))
-                );
-            }
+        for (label, metric) in shown_metrics(zk, paddock) {
+            let value = |m: Option<&Measurement>| {
+                m?.rows
+                    .iter()
+                    .find(|r| r.label == label)?
+                    .metrics
+                    .get(&metric)
+                    .copied()
+            };
+            let (z, p) = (value(zk), value(paddock));
+            let _ = writeln!(
+                md,
+                "| {label} | {metric} | {} | {} | {} |",
+                cell(z),
+                cell(p),
+                ratio_cell(advantage(z, p, higher_is_better(&metric)))
+            );
         }
         md.push('\n');
         md
@@ -899,6 +888,41 @@ fn advantage(zk: Option<f64>, paddock: Option<f64>, higher_better: bool) -> Opti
     })
 }
 
+/// Each row and metric either system reported, in the order the terminal
+/// tables show them, ZooKeeper's rows first: a row one system left empty
+/// (ZooKeeper's client saw no request complete during a catch-up) still
+/// shows the other's figures.
+fn shown_metrics(zk: Option<&Measurement>, paddock: Option<&Measurement>) -> Vec<(String, String)> {
+    let systems: Vec<&Measurement> = [zk, paddock].into_iter().flatten().collect();
+    let mut labels: Vec<&str> = Vec::new();
+    let mut columns: Vec<String> = Vec::new();
+    for m in &systems {
+        for row in &m.rows {
+            if !labels.contains(&row.label.as_str()) {
+                labels.push(&row.label);
+            }
+        }
+        for column in m.columns() {
+            if !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+    }
+    let reported = |label: &str, metric: &str| {
+        !UNREPORTED.contains(&metric)
+            && systems.iter().any(|m| {
+                (m.rows.iter()).any(|r| r.label == label && r.metrics.contains_key(metric))
+            })
+    };
+    let mut shown = Vec::new();
+    for label in labels {
+        for metric in columns.iter().filter(|metric| reported(label, metric)) {
+            shown.push((label.to_string(), metric.clone()));
+        }
+    }
+    shown
+}
+
 fn cell(value: Option<f64>) -> String {
     value.map_or_else(|| "–".into(), format_value)
 }
@@ -910,6 +934,22 @@ fn ratio_cell(ratio: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A row ZooKeeper left without figures still shows Paddock's.
+    #[test]
+    fn a_row_only_one_system_measured_is_shown() {
+        let measured = |label: &str, metric: &str| {
+            let mut m = Measurement::new("catchup", "", String::new());
+            m.rows.push(Row::new(label).metric(metric, 1.0));
+            m
+        };
+        let zk = measured("during the catch-up", "count");
+        let paddock = measured("during the catch-up", "p99_ms");
+        assert_eq!(
+            shown_metrics(Some(&zk), Some(&paddock)),
+            [("during the catch-up".to_string(), "p99_ms".to_string())]
+        );
+    }
 
     #[test]
     fn advantage_is_better_above_one_whichever_way_the_metric_points() {

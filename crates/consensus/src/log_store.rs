@@ -26,7 +26,11 @@ use crate::record;
 /// bytes a write, about 25,000 entries); this bounds what a burst of large
 /// entries can hold. At 32 MiB counted by encoded size, the cache was 58
 /// MB of a server's 481 MB resident among 1M znodes of 128 bytes (`paddock
-/// bench treesize --sizes 1000000`).
+/// bench treesize --sizes 1000000`); at 8 MiB in memory the server held
+/// 432. A follower catching up reads more of the log back from disk on the
+/// leader, but its client's p99 during `paddock bench catchup` stayed
+/// within run-to-run noise: 11.1 ms at 8 MiB in `bench/compare` against
+/// 16.9 at 32 MiB before, and 18.1 against 11.4-14.4 in shorter runs.
 pub(crate) const ENTRY_CACHE_BYTES_MAX: u64 = 8 << 20;
 
 #[derive(Debug)]
