@@ -9,9 +9,11 @@
 //!
 //! Each batch carries its share of the backlog ([`Unapplied`]); the state
 //! machine gives it back by dropping it once the batch is applied, so it
-//! needs to know nothing of this.
+//! needs to know nothing of this. Only a replay waits, so a share dropped
+//! while nobody waits wakes nobody: a condition variable's notify is a
+//! futex call even then, which every write paid once.
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 #[derive(Clone, Default)]
 pub(crate) struct Backlog {
@@ -20,8 +22,15 @@ pub(crate) struct Backlog {
 
 #[derive(Default)]
 struct Shared {
-    bytes: Mutex<u64>,
+    state: Mutex<State>,
     drained: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    bytes: u64,
+    /// Whether a replay waits for the backlog to drain.
+    waiting: bool,
 }
 
 /// A batch of committed entries' share of the backlog, given back when
@@ -46,9 +55,11 @@ impl Unapplied {
 impl Drop for Unapplied {
     fn drop(&mut self) {
         if let Some(shared) = &self.shared {
-            let mut bytes = shared.bytes.lock().unwrap_or_else(PoisonError::into_inner);
-            *bytes -= self.bytes;
-            shared.drained.notify_all();
+            let mut state = shared.lock();
+            state.bytes -= self.bytes;
+            if state.waiting {
+                shared.drained.notify_all();
+            }
         }
     }
 }
@@ -56,7 +67,7 @@ impl Drop for Unapplied {
 impl Backlog {
     /// Counts `bytes` handed out until the share returned is dropped.
     pub(crate) fn add(&self, bytes: u64) -> Unapplied {
-        *self.lock() += bytes;
+        self.shared.lock().bytes += bytes;
         Unapplied {
             shared: Some(self.shared.clone()),
             bytes,
@@ -65,19 +76,22 @@ impl Backlog {
 
     /// Waits until less than `limit_bytes` is handed out and not applied.
     pub(crate) fn wait_until_below(&self, limit_bytes: u64) {
-        let bytes = self.lock();
-        let _bytes = self
-            .shared
-            .drained
-            .wait_while(bytes, |bytes| *bytes >= limit_bytes)
-            .unwrap_or_else(PoisonError::into_inner);
+        let shared = &self.shared;
+        let mut state = shared.lock();
+        while state.bytes >= limit_bytes {
+            state.waiting = true;
+            state = shared
+                .drained
+                .wait(state)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        state.waiting = false;
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
-        self.shared
-            .bytes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -519,6 +519,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     let max_frame = shared.config.jute_max_buffer;
     let mut sasl = crate::sasl::SaslExchange::default();
     let mut arrived = Instant::now();
+    let mut touched = None;
     let mut latest = Barrier::None;
     loop {
         // globalOutstandingLimit: a connection with requests in process is
@@ -540,7 +541,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
             .packets_received
             .fetch_add(1, Ordering::Relaxed);
         handle.received.fetch_add(1, Ordering::Relaxed);
-        shared.sessions.touch(session.session_id, Instant::now());
+        // The session is heard from when its bytes arrive: once for all
+        // the requests one read brought, not once each (a touch takes the
+        // session table's locks).
+        if touched != Some(arrived) {
+            shared.sessions.touch(session.session_id, arrived);
+            touched = Some(arrived);
+        }
         let frame_bytes = frame.len();
         let mut r = Reader::new(frame);
         let header = RequestHeader::decode(&mut r)?;
