@@ -151,10 +151,8 @@ mod tests {
 
     #[test]
     fn a_children_reply_is_the_response_record_of_the_same_names() {
-        let mut names = Children::default();
-        for name in ["b", "a", "node-0000000001", "é"] {
-            names.insert(format!("/parent/{name}").into());
-        }
+        let paths = ["b", "a", "node-0000000001", "é"].map(|name| format!("/parent/{name}"));
+        let names = Children::from_paths(paths.iter().map(String::as_str));
         let sorted: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let stat = Stat {
             czxid: 3,

@@ -18,6 +18,7 @@ use crate::outcome::{Applied, Outcome, Trigger};
 use crate::path::{self, validate_path};
 use crate::quota::{self, QuotaBreach};
 use crate::session::SessionInfo;
+use crate::shared_path::SharedPath;
 use crate::txn::{Txn, TxnOp};
 use crate::DataTree;
 
@@ -146,7 +147,7 @@ impl DataTree {
     fn close_session(&mut self, ctx: &Ctx, triggers: &mut Vec<Trigger>) -> Outcome {
         let id = ctx.txn.session_id;
         self.sessions.remove(&id);
-        let paths: Vec<Arc<str>> = self
+        let paths: Vec<SharedPath> = self
             .ephemerals
             .get(&id)
             .map(|set| set.iter().cloned().collect())

@@ -47,6 +47,11 @@ enum Slot<V> {
     Vacant,
 }
 
+/// What a slot holding `V` takes in its branch's array.
+pub(crate) const fn slot_bytes<V>() -> usize {
+    std::mem::size_of::<Slot<V>>()
+}
+
 const VACANT: &str = "a vacant slot is seen only while its array is rebuilt";
 
 impl<V> Default for Branch<V> {

@@ -11,6 +11,8 @@
 //! - `node`: a znode, its persisted stat, what `ephemeralOwner` encodes.
 //! - `nodes`: the map of every znode by path, ordered by the path's hash.
 //! - `hash_trie`: the persistent hash trie the nodes map is built on.
+//! - `shared_path`: a znode's path, one thin pointer held by the nodes map
+//!   and by the parent's children.
 //! - `session`: the replicated session record.
 //! - `txn`: [`Txn`]/[`TxnOp`] and their log encoding.
 //! - `outcome`: [`Applied`], [`Outcome`], [`Trigger`].
@@ -73,6 +75,7 @@ mod quota;
 mod read;
 mod restore;
 mod session;
+mod shared_path;
 mod snapshot;
 mod tree;
 mod txn;

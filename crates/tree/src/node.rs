@@ -8,6 +8,7 @@ use jute::Stat;
 use crate::acl::AclList;
 use crate::path;
 use crate::path_set::PathSet;
+use crate::shared_path::SharedPath;
 
 /// `EphemeralType.CONTAINER_EPHEMERAL_OWNER`.
 pub const CONTAINER_EPHEMERAL_OWNER: i64 = i64::MIN;
@@ -115,7 +116,7 @@ pub struct Node {
 // class (see `AclList`); a field more would cost every znode 16 bytes.
 const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 112);
 
-/// A znode's children, held by their full paths: the same `Arc<str>` the
+/// A znode's children, held by their full paths: the same `SharedPath` the
 /// nodes map is keyed by, so a child costs its parent one pointer in a
 /// `PathSet` page and no allocation of its own. Siblings share their
 /// parent's prefix, so path order is their names' order. Most znodes have
@@ -127,15 +128,24 @@ pub struct Children(Option<Box<PathSet>>);
 
 impl Children {
     /// The children whose full paths are `paths`, sorted, none twice.
-    pub(crate) fn from_sorted(paths: Vec<Arc<str>>) -> Self {
+    pub(crate) fn from_sorted(paths: Vec<SharedPath>) -> Self {
         if paths.is_empty() {
             return Children::default();
         }
         Children(Some(Box::new(PathSet::from_sorted(paths))))
     }
 
+    /// The children whose full paths are `paths`, in any order: a set
+    /// for code outside the tree, which holds no `SharedPath`.
+    pub fn from_paths<'a>(paths: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut paths: Vec<SharedPath> = paths.into_iter().map(SharedPath::from).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        Self::from_sorted(paths)
+    }
+
     /// Adds the child whose full path is `path`.
-    pub fn insert(&mut self, path: Arc<str>) {
+    pub(crate) fn insert(&mut self, path: SharedPath) {
         self.0.get_or_insert_with(Box::default).insert(path);
     }
 
@@ -163,7 +173,7 @@ impl Children {
     }
 
     /// The children's full paths, in order.
-    pub(crate) fn paths(&self) -> impl Iterator<Item = &Arc<str>> {
+    pub(crate) fn paths(&self) -> impl Iterator<Item = &SharedPath> {
         self.0.iter().flat_map(|set| set.iter())
     }
 

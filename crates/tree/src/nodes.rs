@@ -31,6 +31,7 @@ use imbl::OrdMap;
 use crate::hash_trie::{HashTrie, SortedBuilder};
 use crate::node::Node;
 use crate::prefetch;
+use crate::shared_path::SharedPath;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Nodes {
@@ -42,9 +43,14 @@ pub(crate) struct Nodes {
 /// so equal maps are equal in shape too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Bucket {
-    One(Arc<str>, Arc<Node>),
-    Many(Box<OrdMap<Arc<str>, Arc<Node>>>),
+    One(SharedPath, Arc<Node>),
+    Many(Box<OrdMap<SharedPath, Arc<Node>>>),
 }
+
+// Two words, so that a trie slot holding a bucket and its hash is four
+// (see `SharedPath`): one slot per znode.
+const _: () = assert!(std::mem::size_of::<Bucket>() == 16);
+const _: () = assert!(crate::hash_trie::slot_bytes::<Bucket>() == 32);
 
 impl Nodes {
     pub(crate) fn len(&self) -> usize {
@@ -91,7 +97,7 @@ impl Nodes {
     }
 
     /// Adds or replaces the node at `path`; returns the one replaced.
-    pub(crate) fn insert(&mut self, path: Arc<str>, node: Arc<Node>) -> Option<Arc<Node>> {
+    pub(crate) fn insert(&mut self, path: SharedPath, node: Arc<Node>) -> Option<Arc<Node>> {
         let hash = path_hash(&path);
         let mut new = Some((path, node));
         let bucket = self.by_hash.get_or_insert_with(hash, || {
@@ -126,7 +132,7 @@ impl Nodes {
     }
 
     /// Every path and node, in the map's (hash) order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<Node>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&SharedPath, &Arc<Node>)> {
         self.by_hash.iter().flat_map(|(_, bucket)| {
             let (one, many) = match bucket {
                 Bucket::One(p, node) => (Some((p, node)), None),
@@ -140,7 +146,7 @@ impl Nodes {
 impl Bucket {
     /// Adds or replaces the node at `path`, which has this bucket's hash;
     /// returns the one replaced.
-    fn insert(&mut self, path: Arc<str>, node: Arc<Node>) -> Option<Arc<Node>> {
+    fn insert(&mut self, path: SharedPath, node: Arc<Node>) -> Option<Arc<Node>> {
         match self {
             Bucket::One(p, old) if *p == path => Some(std::mem::replace(old, node)),
             Bucket::One(p, old) => {
@@ -193,7 +199,7 @@ impl NodesLoader {
 
     /// Adds the node at `path`; hands the path back if it was added
     /// before.
-    pub(crate) fn add(&mut self, path: Arc<str>, node: Arc<Node>) -> Result<(), Arc<str>> {
+    pub(crate) fn add(&mut self, path: SharedPath, node: Arc<Node>) -> Result<(), SharedPath> {
         let hash = path_hash(&path);
         if self.held.as_ref().is_some_and(|(held, _)| *held > hash) {
             self.stop_sorting();
@@ -282,7 +288,7 @@ mod tests {
     #[test]
     fn colliding_paths_share_a_bucket_and_stay_apart() {
         let mut nodes = Nodes::default();
-        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("/a"), Arc::from("/b"));
+        let (a, b): (SharedPath, SharedPath) = (SharedPath::from("/a"), SharedPath::from("/b"));
         let hash = path_hash("/a");
         nodes.by_hash.insert(hash, Bucket::One(a.clone(), node(1)));
         nodes.len = 1;
@@ -307,12 +313,14 @@ mod tests {
     fn insert_replace_remove_keep_the_count() {
         let mut nodes = Nodes::default();
         for i in 0..1000 {
-            assert!(nodes.insert(Arc::from(format!("/n{i}")), node(i)).is_none());
+            assert!(nodes
+                .insert(SharedPath::from(format!("/n{i}")), node(i))
+                .is_none());
         }
         assert_eq!(nodes.len(), 1000);
         assert_eq!(
             nodes
-                .insert(Arc::from("/n7"), node(70))
+                .insert(SharedPath::from("/n7"), node(70))
                 .unwrap()
                 .stat
                 .version,

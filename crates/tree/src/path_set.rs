@@ -15,6 +15,7 @@
 //! replica restored from a snapshot and one that applied the log hold the
 //! same set in differently split pages.
 
+use crate::shared_path::SharedPath;
 use std::fmt;
 use std::sync::Arc;
 
@@ -31,11 +32,11 @@ pub(crate) struct PathSet {
 
 #[derive(Clone)]
 enum Page {
-    Leaf(Vec<Arc<str>>),
+    Leaf(Vec<SharedPath>),
     /// `bounds[i]` is at most the least path under `pages[i]` and more than
     /// every path under `pages[i - 1]`; `bounds[0]` is not read.
     Branch {
-        bounds: Vec<Arc<str>>,
+        bounds: Vec<SharedPath>,
         pages: Vec<Arc<Page>>,
     },
 }
@@ -46,7 +47,7 @@ enum Grown {
     Inserted,
     /// Inserted, and the page split: this page goes to its right, from the
     /// bound given.
-    Split(Arc<str>, Arc<Page>),
+    Split(SharedPath, Arc<Page>),
 }
 
 impl PathSet {
@@ -59,7 +60,7 @@ impl PathSet {
     }
 
     /// Adds `path`; false if it was there.
-    pub(crate) fn insert(&mut self, path: Arc<str>) -> bool {
+    pub(crate) fn insert(&mut self, path: SharedPath) -> bool {
         let Some(root) = &mut self.root else {
             self.root = Some(Arc::new(Page::Leaf(vec![path])));
             self.len = 1;
@@ -103,10 +104,10 @@ impl PathSet {
 
     /// The set of `paths`, which are in order with no path twice, built a
     /// level at a time from full pages.
-    pub(crate) fn from_sorted(paths: Vec<Arc<str>>) -> Self {
+    pub(crate) fn from_sorted(paths: Vec<SharedPath>) -> Self {
         debug_assert!(paths.windows(2).all(|pair| pair[0] < pair[1]));
         let len = paths.len();
-        let mut level: Vec<(Arc<str>, Arc<Page>)> = paths
+        let mut level: Vec<(SharedPath, Arc<Page>)> = paths
             .chunks(PAGE_MAX)
             .map(|leaf| (leaf[0].clone(), Arc::new(Page::Leaf(leaf.to_vec()))))
             .collect();
@@ -141,12 +142,12 @@ impl PathSet {
 }
 
 /// The page under a branch with these bounds that would hold `path`.
-fn page_for(bounds: &[Arc<str>], path: &str) -> usize {
+fn page_for(bounds: &[SharedPath], path: &str) -> usize {
     bounds[1..].partition_point(|bound| **bound <= *path)
 }
 
 impl Page {
-    fn insert(&mut self, path: Arc<str>) -> Grown {
+    fn insert(&mut self, path: SharedPath) -> Grown {
         match self {
             Page::Leaf(paths) => {
                 let Err(at) = paths.binary_search_by(|p| (**p).cmp(&*path)) else {
@@ -249,7 +250,7 @@ fn split<T>(items: &mut Vec<T>, at: usize) -> Option<Vec<T>> {
 
 /// Merges the small leaf at `at` into a neighbour, when together they fit
 /// in one leaf.
-fn merge_with_neighbour(bounds: &mut Vec<Arc<str>>, pages: &mut Vec<Arc<Page>>, at: usize) {
+fn merge_with_neighbour(bounds: &mut Vec<SharedPath>, pages: &mut Vec<Arc<Page>>, at: usize) {
     let left = if at > 0 { at - 1 } else { at };
     if left + 1 >= pages.len() || pages[left].len() + pages[left + 1].len() > PAGE_MAX {
         return;
@@ -270,7 +271,7 @@ fn merge_with_neighbour(bounds: &mut Vec<Arc<str>>, pages: &mut Vec<Arc<Page>>, 
 /// above the current leaf.
 pub(crate) struct Iter<'a> {
     branches: Vec<(&'a [Arc<Page>], usize)>,
-    leaf: std::slice::Iter<'a, Arc<str>>,
+    leaf: std::slice::Iter<'a, SharedPath>,
 }
 
 impl<'a> Iter<'a> {
@@ -324,7 +325,7 @@ impl<'a> Iter<'a> {
 }
 
 impl<'a> Iterator for Iter<'a> {
-    type Item = &'a Arc<str>;
+    type Item = &'a SharedPath;
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -360,8 +361,8 @@ mod tests {
 
     use super::*;
 
-    fn path(i: u32) -> Arc<str> {
-        Arc::from(format!("/p/n{i:06}"))
+    fn path(i: u32) -> SharedPath {
+        SharedPath::from(format!("/p/n{i:06}"))
     }
 
     /// Every page but the root holds something and no more than it may,
@@ -388,7 +389,7 @@ mod tests {
         }
     }
 
-    fn check(set: &PathSet, model: &BTreeSet<Arc<str>>) {
+    fn check(set: &PathSet, model: &BTreeSet<SharedPath>) {
         assert_eq!(set.len(), model.len());
         assert!(set.iter().eq(model.iter()));
         if let Some(root) = &set.root {
@@ -413,7 +414,7 @@ mod tests {
     #[test]
     fn built_from_sorted_paths_as_if_inserted() {
         for count in [0, 1, PAGE_MAX, PAGE_MAX + 1, PAGE_MAX * PAGE_MAX + 3] {
-            let paths: Vec<Arc<str>> = (0..count as u32).map(path).collect();
+            let paths: Vec<SharedPath> = (0..count as u32).map(path).collect();
             let built = PathSet::from_sorted(paths.clone());
             check(&built, &paths.iter().cloned().collect());
             let mut grown = built.clone();

@@ -16,6 +16,7 @@ use crate::nodes::Nodes;
 use crate::path::{self, CONFIG_ZOOKEEPER, ROOT};
 use crate::path_set::PathSet;
 use crate::session::SessionInfo;
+use crate::shared_path::SharedPath;
 use crate::snapshot::{Loading, SnapshotError};
 use crate::DataTree;
 
@@ -62,7 +63,7 @@ impl DataTree {
                 .or_insert_with(|| Arc::from(record.acl))
                 .clone();
             let node = Node::new(record.data.as_deref().map(Box::from), acl, record.stat);
-            tree.insert_loaded(&mut loading, Arc::from(record.path), Arc::new(node))?;
+            tree.insert_loaded(&mut loading, SharedPath::from(record.path), Arc::new(node))?;
         }
         tree.finish_loading(loading)?;
         if !tree.nodes.contains(CONFIG_ZOOKEEPER) {
@@ -93,7 +94,7 @@ impl DataTree {
             .get(CONFIG_ZOOKEEPER)
             .expect("a fresh tree has the config node")
             .clone();
-        let key: Arc<str> = Arc::from(CONFIG_ZOOKEEPER);
+        let key = SharedPath::from(CONFIG_ZOOKEEPER);
         if let Some(parent) = self.nodes.get_mut(path::PROC_ZOOKEEPER) {
             Arc::make_mut(parent).children.insert(key.clone());
             self.nodes.insert(key, config);

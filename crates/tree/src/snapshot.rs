@@ -34,6 +34,7 @@ use crate::path;
 use crate::path_set::PathSet;
 use crate::prefetch;
 use crate::session::SessionInfo;
+use crate::shared_path::SharedPath;
 use crate::DataTree;
 
 const MAGIC: &[u8; 8] = b"PDKTREE\0";
@@ -260,7 +261,7 @@ impl DataTree {
     fn load_nodes(&mut self, mut r: SnapReader, count: u64) -> Result<(), SnapshotError> {
         std::thread::scope(|scope| {
             let (batches, decoded) =
-                mpsc::sync_channel::<Vec<(Arc<str>, Arc<Node>)>>(LOAD_BATCHES_AHEAD);
+                mpsc::sync_channel::<Vec<(SharedPath, Arc<Node>)>>(LOAD_BATCHES_AHEAD);
             let decoder = scope.spawn(move || {
                 let mut acls = AclsSeen::new();
                 let mut left = count;
@@ -297,7 +298,7 @@ impl DataTree {
     pub(crate) fn insert_loaded(
         &mut self,
         loading: &mut Loading,
-        p: Arc<str>,
+        p: SharedPath,
         node: Arc<Node>,
     ) -> Result<(), SnapshotError> {
         if &*p != path::ROOT {
@@ -309,7 +310,7 @@ impl DataTree {
                 None => {
                     loading
                         .children
-                        .insert(Arc::from(parent_key), vec![p.clone()]);
+                        .insert(SharedPath::from(parent_key), vec![p.clone()]);
                 }
             }
         }
@@ -355,7 +356,7 @@ impl DataTree {
 /// compares paths, a cache miss each: at 1,000 children a parent that was
 /// half of loading a snapshot, so the parents are shared out among the
 /// cores by their children's count, and built at once.
-fn children_sets(children: ChildPaths) -> Vec<(Arc<str>, Children)> {
+fn children_sets(children: ChildPaths) -> Vec<(SharedPath, Children)> {
     let total: usize = children.values().map(Vec::len).sum();
     let threads = match total {
         0..PARALLEL_ADOPTION_CHILDREN_MIN => 1,
@@ -399,7 +400,7 @@ fn children_sets(children: ChildPaths) -> Vec<(Arc<str>, Children)> {
 /// snapshot (hash) order, each insert would find its place by comparing
 /// paths from all over the set, a cache miss each once the set outgrows
 /// the caches, where a sort reads them mostly in turn.
-fn children_set(mut paths: Vec<Arc<str>>) -> Children {
+fn children_set(mut paths: Vec<SharedPath>) -> Children {
     paths.sort_unstable();
     Children::from_sorted(paths)
 }
@@ -413,10 +414,10 @@ pub(crate) struct Loading {
 }
 
 /// Parent path -> its children's paths, in snapshot order.
-type ChildPaths = HashMap<Arc<str>, Vec<Arc<str>>>;
+type ChildPaths = HashMap<SharedPath, Vec<SharedPath>>;
 
 /// A parent's path and its children's.
-type Adoption = (Arc<str>, Vec<Arc<str>>);
+type Adoption = (SharedPath, Vec<SharedPath>);
 
 impl Loading {
     pub(crate) fn new() -> Self {
@@ -430,8 +431,8 @@ impl Loading {
 fn read_node(
     r: &mut SnapReader,
     acls: &mut AclsSeen,
-) -> Result<(Arc<str>, Arc<Node>), SnapshotError> {
-    let p: Arc<str> = Arc::from(r.str()?);
+) -> Result<(SharedPath, Arc<Node>), SnapshotError> {
+    let p = SharedPath::from(r.str()?);
     let data = r.opt_bytes()?.map(Vec::into_boxed_slice);
     let acl = read_acl(r, acls)?;
     let stat = StatPersisted {

@@ -18,6 +18,7 @@ use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
 use crate::path_set::PathSet;
 use crate::session::SessionInfo;
+use crate::shared_path::SharedPath;
 use crate::txn::Txn;
 
 /// The data tree: znodes, sessions, and the indexes ZooKeeper keeps
@@ -72,10 +73,12 @@ impl DataTree {
         let read_only: AclList = Arc::new(Acl::read_unsafe());
         let empty = || Node::new(Some(Box::default()), open.clone(), StatPersisted::default());
         let mut root = empty();
-        root.children.insert(Arc::from(PROC_ZOOKEEPER));
+        root.children.insert(SharedPath::from(PROC_ZOOKEEPER));
         let mut proc_node = empty();
-        proc_node.children.insert(Arc::from(QUOTA_ZOOKEEPER));
-        proc_node.children.insert(Arc::from(CONFIG_ZOOKEEPER));
+        proc_node.children.insert(SharedPath::from(QUOTA_ZOOKEEPER));
+        proc_node
+            .children
+            .insert(SharedPath::from(CONFIG_ZOOKEEPER));
         let mut config = Node::new(Some(Box::default()), read_only, StatPersisted::default());
         config.stat.aversion = -1;
 
@@ -86,7 +89,7 @@ impl DataTree {
             (QUOTA_ZOOKEEPER, empty()),
             (CONFIG_ZOOKEEPER, config),
         ] {
-            nodes.insert(Arc::from(p), Arc::new(n));
+            nodes.insert(SharedPath::from(p), Arc::new(n));
         }
         // ZooKeeper counts "" and "/" (both the root) and the three others.
         let data_bytes_approx = [ROOT, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, CONFIG_ZOOKEEPER]
@@ -132,7 +135,7 @@ impl DataTree {
     pub(crate) fn descendant_entries<'a>(
         &'a self,
         path: &str,
-    ) -> impl Iterator<Item = (&'a Arc<str>, &'a Node)> + 'a {
+    ) -> impl Iterator<Item = (&'a SharedPath, &'a Node)> + 'a {
         let mut levels: Vec<_> = self
             .node(path)
             .map(|top| top.children.paths())
@@ -184,7 +187,7 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Stat {
         let parent_path = path::parent_of(path).expect("create of a checked path");
-        let key: Arc<str> = Arc::from(path);
+        let key = SharedPath::from(path);
         let parent = self
             .node_mut(parent_path)
             .expect("create under a checked parent");
