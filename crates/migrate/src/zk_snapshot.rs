@@ -348,7 +348,7 @@ fn write_stream<W: Write>(tree: &DataTree, out: &mut JavaOut<W>) -> io::Result<(
     }
     for (path, node) in tree.znodes_parent_first() {
         out.string(if path == "/" { "" } else { path })?;
-        out.buffer(node.data.as_deref())?;
+        out.buffer(node.data())?;
         out.i64(ids[&node.acl[..]])?;
         let s = &node.stat;
         for v in [s.czxid, s.mzxid, s.ctime, s.mtime] {

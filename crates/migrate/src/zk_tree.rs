@@ -189,7 +189,7 @@ impl ZkTree {
         for child in &node.children {
             let _ = self.delete(&format!("{path}/{child}"), zxid);
         }
-        if let Some(owned) = self.ephemerals.get_mut(&node.stat.ephemeral_owner) {
+        if let Some(owned) = self.ephemerals.get_mut(&{ node.stat.ephemeral_owner }) {
             owned.remove(path);
         }
         Ok(())
@@ -377,7 +377,7 @@ mod tests {
             replay(&mut tree, 7, ZkTxn::Delete { path: "/a".into() }),
             [Skipped::NoNode]
         );
-        assert_eq!(tree.nodes[""].stat.pzxid, 7);
+        assert_eq!({ tree.nodes[""].stat.pzxid }, 7);
     }
 
     #[test]
@@ -399,7 +399,7 @@ mod tests {
         replay(&mut tree, 3, failed);
         assert!(!tree.nodes.contains_key("/x"));
         replay(&mut tree, 4, create("/e", ZkOwner::Session, 1));
-        assert_eq!(tree.nodes["/e"].stat.ephemeral_owner, SESSION);
+        assert_eq!({ tree.nodes["/e"].stat.ephemeral_owner }, SESSION);
         let (sessions, _) = ZkTree {
             nodes: HashMap::new(),
             sessions: tree.sessions.clone(),
@@ -410,7 +410,7 @@ mod tests {
         replay(&mut tree, 5, ZkTxn::CloseSession);
         assert!(!tree.nodes.contains_key("/e"));
         assert!(tree.sessions.is_empty());
-        assert_eq!(tree.nodes[""].stat.pzxid, 5);
+        assert_eq!({ tree.nodes[""].stat.pzxid }, 5);
     }
 
     #[test]
@@ -422,7 +422,7 @@ mod tests {
         tree.sessions.clear();
         assert_eq!(tree.remove_orphaned_ephemerals(9), 1);
         assert!(!tree.nodes.contains_key("/e"));
-        assert_eq!(tree.nodes[""].stat.pzxid, 9);
+        assert_eq!({ tree.nodes[""].stat.pzxid }, 9);
     }
 
     #[test]

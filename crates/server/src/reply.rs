@@ -1,12 +1,10 @@
 //! Whole reply frames, built on jute's frame encoders.
 
-use std::sync::Arc;
-
 use bytes::{Bytes, BytesMut};
 use jute::{
     ErrorCode, GetDataResponse, KeeperState, Record, ReplyHeader, Stat, WatcherEvent, WriteExt,
 };
-use tree::{Children, Node};
+use tree::{Children, SharedNode};
 
 use crate::shared::WatchEvent;
 
@@ -32,7 +30,7 @@ pub enum Reply {
     Data {
         xid: i32,
         zxid: i64,
-        node: Arc<Node>,
+        node: SharedNode,
         /// The node's stat as the client sees it, taken when it was read.
         stat: Stat,
     },
@@ -65,7 +63,7 @@ impl Reply {
                 };
                 jute::encode_frame(out, |out| {
                     header.encode(out);
-                    GetDataResponse::encode_parts(out, node.data.as_deref(), stat);
+                    GetDataResponse::encode_parts(out, node.data(), stat);
                 });
             }
         }
@@ -195,12 +193,12 @@ mod tests {
         };
         for data in [None, Some(Bytes::new()), Some(Bytes::from_static(b"abc"))] {
             let data_copy = data.as_deref().map(Box::from);
-            let node = Node::new(data_copy, AclList::default(), StatPersisted::default());
+            let node = tree::Node::new(data_copy, AclList::default(), StatPersisted::default());
             let frame = with_body(7, 9, &GetDataResponse { data, stat });
             let reply = Reply::Data {
                 xid: 7,
                 zxid: 9,
-                node: Arc::new(node),
+                node: SharedNode::new(node),
                 stat,
             };
             let mut out = BytesMut::from(&b"before"[..]);

@@ -9,6 +9,7 @@
 //! - `path`: path validation and ZooKeeper's parent/child path rules.
 //! - `acl`: `checkACL`, `fixupACL`, the ip/digest providers, redaction.
 //! - `node`: a znode, its persisted stat, what `ephemeralOwner` encodes.
+//! - `node_data`: a znode's data, in twelve bytes of the node.
 //! - `nodes`: the map of every znode by path, ordered by the path's hash.
 //! - `hash_trie`: the persistent hash trie the nodes map is built on.
 //! - `shared_path`: a znode's path, one thin pointer held by the nodes map
@@ -66,6 +67,7 @@ mod acl;
 mod apply;
 mod hash_trie;
 mod node;
+mod node_data;
 mod nodes;
 mod outcome;
 mod path;
@@ -82,7 +84,8 @@ mod txn;
 
 pub use acl::{check_acl, AclList};
 pub use node::{
-    ttl_owner, Children, Node, OwnerKind, StatPersisted, CONTAINER_EPHEMERAL_OWNER, TTL_MAX_MS,
+    ttl_owner, Children, Node, OwnerKind, SharedNode, StatPersisted, CONTAINER_EPHEMERAL_OWNER,
+    TTL_MAX_MS,
 };
 pub use outcome::{Applied, Outcome, Trigger};
 pub use path::validate_path;

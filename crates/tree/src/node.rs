@@ -1,11 +1,10 @@
 //! One znode and its persisted metadata, and what the `ephemeralOwner`
 //! field encodes (ZooKeeper's `DataNode`, `StatPersisted`, `EphemeralType`).
 
-use std::sync::Arc;
-
 use jute::Stat;
 
 use crate::acl::AclList;
+use crate::node_data::NodeData;
 use crate::path;
 use crate::path_set::PathSet;
 use crate::shared_path::SharedPath;
@@ -62,7 +61,11 @@ pub fn ttl_owner(ttl_ms: i64) -> Option<i64> {
 /// ZooKeeper's `StatPersisted`: the metadata a node stores. Zxids live in
 /// zxid space, which in Paddock is the replicated log's index space; times
 /// are the proposing server's wall-clock milliseconds.
+//
+// `packed(4)`: its 60 bytes then take 60 in a node, with the data's length
+// in the four an eight-byte alignment would pad them with (see `Node`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[repr(C, packed(4))]
 pub struct StatPersisted {
     pub czxid: i64,
     pub mzxid: i64,
@@ -96,15 +99,14 @@ impl StatPersisted {
     }
 }
 
-/// A znode. Stored behind an `Arc` in the tree's persistent map, so a
-/// version of the tree shares every node it did not change.
+/// A znode. Stored behind a [`SharedNode`] in the tree's persistent map,
+/// so a version of the tree shares every node it did not change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
-    /// `None` is null data (Java's `null`), which ZooKeeper stores and
-    /// answers apart from empty; both have `dataLength` 0. A boxed copy of
-    /// exactly the data, two words in the node: a `Bytes` would take four,
-    /// and one more allocation of its own the first time it is shared.
-    pub data: Option<Box<[u8]>>,
+    /// Null or bytes: a copy of exactly the data, in twelve bytes of the
+    /// node (a `Bytes` would take 32, and one more allocation of its own
+    /// the first time it is shared).
+    data: NodeData,
     pub acl: AclList,
     pub stat: StatPersisted,
     /// Child names (last path component), kept sorted so listings are
@@ -112,9 +114,18 @@ pub struct Node {
     pub children: Children,
 }
 
-// A node and its `Arc`'s two counts fill the allocator's 112-byte size
-// class (see `AclList`); a field more would cost every znode 16 bytes.
-const _: () = assert!(std::mem::size_of::<Node>() + 16 <= 112);
+/// A znode as the tree holds it: shared between versions of the tree, and
+/// copied on the first change after a version is cloned. One count, where
+/// a `std::sync::Arc` keeps a second for weak references nothing takes.
+pub type SharedNode = triomphe::Arc<Node>;
+
+// A node and its count fill the allocator's 96-byte size class (see
+// `AclList`, `NodeData` and `StatPersisted`'s packing); a field more would
+// cost every znode 16 bytes. With two counts, or eight-byte aligned data
+// and stat, a node took 112: among 1M znodes of 128 bytes the bare tree
+// took 341-342 MB where it takes 326 (`cargo run --release -p tree
+// --example tree_costs -- 1000000 200000`).
+const _: () = assert!(std::mem::size_of::<Node>() + 8 <= 96);
 
 /// A znode's children, held by their full paths: the same `SharedPath` the
 /// nodes map is keyed by, so a child costs its parent one pointer in a
@@ -190,7 +201,7 @@ impl Children {
 impl Node {
     pub fn new(data: Option<Box<[u8]>>, acl: AclList, stat: StatPersisted) -> Self {
         Self {
-            data,
+            data: NodeData::from(data),
             acl,
             stat,
             children: Children::default(),
@@ -201,26 +212,31 @@ impl Node {
     /// had. A node a clone shares is copied first, as `Arc::make_mut`
     /// copies, but without the data it loses.
     pub(crate) fn replace_data(
-        node: &mut Arc<Node>,
+        node: &mut SharedNode,
         data: Option<Box<[u8]>>,
     ) -> (&mut Node, usize) {
         let old_len = node.data_len();
-        if Arc::get_mut(node).is_none() {
-            *node = Arc::new(Node {
-                data: None,
+        if SharedNode::get_mut(node).is_none() {
+            *node = SharedNode::new(Node {
+                data: NodeData::NULL,
                 acl: node.acl.clone(),
                 stat: node.stat,
                 children: node.children.clone(),
             });
         }
-        let unique = Arc::get_mut(node).expect("a node just made is not shared");
-        unique.data = data;
+        let unique = SharedNode::get_mut(node).expect("a node just made is not shared");
+        unique.data = NodeData::from(data);
         (unique, old_len)
+    }
+
+    /// The data, or `None` for null data.
+    pub fn data(&self) -> Option<&[u8]> {
+        self.data.as_deref()
     }
 
     /// `dataLength`: 0 for null data, as `DataNode.copyStat` counts it.
     pub fn data_len(&self) -> usize {
-        self.data.as_ref().map_or(0, |data| data.len())
+        self.data.len()
     }
 
     pub fn kind(&self) -> OwnerKind {

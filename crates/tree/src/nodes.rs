@@ -24,12 +24,10 @@
 //! 731-1064 ns instead of 1075-1261 and a setData 1088-1453 instead of
 //! 1499-1722.
 
-use std::sync::Arc;
-
 use imbl::OrdMap;
 
 use crate::hash_trie::{HashTrie, SortedBuilder};
-use crate::node::Node;
+use crate::node::SharedNode;
 use crate::prefetch;
 use crate::shared_path::SharedPath;
 
@@ -43,8 +41,8 @@ pub(crate) struct Nodes {
 /// so equal maps are equal in shape too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Bucket {
-    One(SharedPath, Arc<Node>),
-    Many(Box<OrdMap<SharedPath, Arc<Node>>>),
+    One(SharedPath, SharedNode),
+    Many(Box<OrdMap<SharedPath, SharedNode>>),
 }
 
 // Two words, so that a trie slot holding a bucket and its hash is four
@@ -57,7 +55,7 @@ impl Nodes {
         self.len
     }
 
-    pub(crate) fn get(&self, path: &str) -> Option<&Arc<Node>> {
+    pub(crate) fn get(&self, path: &str) -> Option<&SharedNode> {
         match self.by_hash.get(path_hash(path))? {
             Bucket::One(p, node) => {
                 prefetch::object(&**node);
@@ -86,7 +84,7 @@ impl Nodes {
 
     /// The node at `path`, to change in place (copying what this version
     /// shares with another first).
-    pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut Arc<Node>> {
+    pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut SharedNode> {
         match self.by_hash.get_mut(path_hash(path))? {
             Bucket::One(p, node) => {
                 prefetch::object(&**node);
@@ -97,7 +95,7 @@ impl Nodes {
     }
 
     /// Adds or replaces the node at `path`; returns the one replaced.
-    pub(crate) fn insert(&mut self, path: SharedPath, node: Arc<Node>) -> Option<Arc<Node>> {
+    pub(crate) fn insert(&mut self, path: SharedPath, node: SharedNode) -> Option<SharedNode> {
         let hash = path_hash(&path);
         let mut new = Some((path, node));
         let bucket = self.by_hash.get_or_insert_with(hash, || {
@@ -112,7 +110,7 @@ impl Nodes {
         replaced
     }
 
-    pub(crate) fn remove(&mut self, path: &str) -> Option<Arc<Node>> {
+    pub(crate) fn remove(&mut self, path: &str) -> Option<SharedNode> {
         let hash = path_hash(path);
         let removed = match self.by_hash.get(hash)? {
             Bucket::One(p, _) if **p == *path => match self.by_hash.remove(hash) {
@@ -132,7 +130,7 @@ impl Nodes {
     }
 
     /// Every path and node, in the map's (hash) order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&SharedPath, &Arc<Node>)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&SharedPath, &SharedNode)> {
         self.by_hash.iter().flat_map(|(_, bucket)| {
             let (one, many) = match bucket {
                 Bucket::One(p, node) => (Some((p, node)), None),
@@ -146,7 +144,7 @@ impl Nodes {
 impl Bucket {
     /// Adds or replaces the node at `path`, which has this bucket's hash;
     /// returns the one replaced.
-    fn insert(&mut self, path: SharedPath, node: Arc<Node>) -> Option<Arc<Node>> {
+    fn insert(&mut self, path: SharedPath, node: SharedNode) -> Option<SharedNode> {
         match self {
             Bucket::One(p, old) if *p == path => Some(std::mem::replace(old, node)),
             Bucket::One(p, old) => {
@@ -160,7 +158,7 @@ impl Bucket {
 
     /// Removes `path` from a `Many` bucket, which becomes `One` when a
     /// single node is left.
-    fn remove_from_many(&mut self, path: &str) -> Option<Arc<Node>> {
+    fn remove_from_many(&mut self, path: &str) -> Option<SharedNode> {
         let Bucket::Many(nodes) = self else {
             unreachable!("called on a Many bucket")
         };
@@ -199,7 +197,7 @@ impl NodesLoader {
 
     /// Adds the node at `path`; hands the path back if it was added
     /// before.
-    pub(crate) fn add(&mut self, path: SharedPath, node: Arc<Node>) -> Result<(), SharedPath> {
+    pub(crate) fn add(&mut self, path: SharedPath, node: SharedNode) -> Result<(), SharedPath> {
         let hash = path_hash(&path);
         if self.held.as_ref().is_some_and(|(held, _)| *held > hash) {
             self.stop_sorting();
@@ -274,14 +272,16 @@ fn path_hash(path: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::StatPersisted;
+    use std::sync::Arc;
 
-    fn node(version: i32) -> Arc<Node> {
+    use crate::node::{Node, StatPersisted};
+
+    fn node(version: i32) -> SharedNode {
         let stat = StatPersisted {
             version,
             ..Default::default()
         };
-        Arc::new(Node::new(None, Arc::from(vec![]), stat))
+        SharedNode::new(Node::new(None, Arc::from(vec![]), stat))
     }
 
     /// Two paths forced into one bucket behave as two keys.
@@ -327,7 +327,9 @@ mod tests {
             7
         );
         assert_eq!(nodes.get("/n7").unwrap().stat.version, 70);
-        Arc::make_mut(nodes.get_mut("/n8").unwrap()).stat.version = 80;
+        SharedNode::make_mut(nodes.get_mut("/n8").unwrap())
+            .stat
+            .version = 80;
         assert_eq!(nodes.get("/n8").unwrap().stat.version, 80);
         assert!(nodes.remove("/n1000").is_none());
         assert!(nodes.remove("/n9").is_some());

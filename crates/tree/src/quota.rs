@@ -178,7 +178,7 @@ impl DataTree {
         let Some(node) = self.node(&stat_node) else {
             return;
         };
-        let Some(mut stats) = StatsTrack::parse(node.data.as_deref().unwrap_or_default()) else {
+        let Some(mut stats) = StatsTrack::parse(node.data().unwrap_or_default()) else {
             return;
         };
         stats.add(key::COUNT, count_diff);
@@ -288,7 +288,7 @@ impl DataTree {
         let Some(node) = self.node(path) else {
             return Ok(None);
         };
-        let data = node.data.as_deref().ok_or(ErrorCode::MarshallingError)?;
+        let data = node.data().ok_or(ErrorCode::MarshallingError)?;
         StatsTrack::parse(data)
             .map(Some)
             .ok_or(ErrorCode::MarshallingError)
@@ -310,7 +310,7 @@ impl DataTree {
             let Some(namespace) = top_namespace(trimmed) else {
                 continue;
             };
-            let Some(stats) = node.data.as_deref().and_then(StatsTrack::parse) else {
+            let Some(stats) = node.data().and_then(StatsTrack::parse) else {
                 continue;
             };
             let add = |map: &mut BTreeMap<String, i64>, value: i64| {

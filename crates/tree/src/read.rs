@@ -3,19 +3,18 @@
 //! Watches are registered by the server, atomically with the read, on the
 //! same immutable version of the tree.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use jute::{perms, Acl, ErrorCode, Id, Stat};
 
 use crate::acl::{check_acl, redact_digest};
-use crate::node::{Children, Node};
+use crate::node::Children;
+use crate::node::SharedNode;
 use crate::path;
 use crate::session::SessionInfo;
 use crate::DataTree;
 
 impl DataTree {
-    fn readable(&self, path: &str, perm: i32, auth: &[Id]) -> Result<&Arc<Node>, ErrorCode> {
+    fn readable(&self, path: &str, perm: i32, auth: &[Id]) -> Result<&SharedNode, ErrorCode> {
         let node = self.node(path).ok_or(ErrorCode::NoNode)?;
         if !check_acl(&node.acl, perm, auth) {
             return Err(ErrorCode::NoAuth);
@@ -27,16 +26,13 @@ impl DataTree {
     /// needed.
     pub fn get_data(&self, path: &str, auth: &[Id]) -> Result<(Option<Bytes>, Stat), ErrorCode> {
         let node = self.readable(path, perms::READ, auth)?;
-        Ok((
-            node.data.as_deref().map(Bytes::copy_from_slice),
-            node.client_stat(),
-        ))
+        Ok((node.data().map(Bytes::copy_from_slice), node.client_stat()))
     }
 
     /// getData's node itself, for a server that encodes the data once it
     /// has let go of the tree: one count more on a node just read, where
     /// [`DataTree::get_data`] allocates a copy of the data. READ needed.
-    pub fn get_data_node(&self, path: &str, auth: &[Id]) -> Result<Arc<Node>, ErrorCode> {
+    pub fn get_data_node(&self, path: &str, auth: &[Id]) -> Result<SharedNode, ErrorCode> {
         self.readable(path, perms::READ, auth).cloned()
     }
 

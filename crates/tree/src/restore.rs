@@ -11,6 +11,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::Acl;
 
 use crate::acl::AclList;
+use crate::node::SharedNode;
 use crate::node::{Node, StatPersisted};
 use crate::nodes::Nodes;
 use crate::path::{self, CONFIG_ZOOKEEPER, ROOT};
@@ -63,7 +64,11 @@ impl DataTree {
                 .or_insert_with(|| Arc::from(record.acl))
                 .clone();
             let node = Node::new(record.data.as_deref().map(Box::from), acl, record.stat);
-            tree.insert_loaded(&mut loading, SharedPath::from(record.path), Arc::new(node))?;
+            tree.insert_loaded(
+                &mut loading,
+                SharedPath::from(record.path),
+                SharedNode::new(node),
+            )?;
         }
         tree.finish_loading(loading)?;
         if !tree.nodes.contains(CONFIG_ZOOKEEPER) {
@@ -96,7 +101,7 @@ impl DataTree {
             .clone();
         let key = SharedPath::from(CONFIG_ZOOKEEPER);
         if let Some(parent) = self.nodes.get_mut(path::PROC_ZOOKEEPER) {
-            Arc::make_mut(parent).children.insert(key.clone());
+            SharedNode::make_mut(parent).children.insert(key.clone());
             self.nodes.insert(key, config);
         }
     }

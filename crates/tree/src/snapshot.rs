@@ -28,6 +28,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, Id};
 
 use crate::acl::AclList;
+use crate::node::SharedNode;
 use crate::node::{Children, Node, OwnerKind, StatPersisted};
 use crate::nodes::{Nodes, NodesLoader};
 use crate::path;
@@ -170,7 +171,7 @@ impl DataTree {
         let mut near = self.nodes.iter();
         let mut prefetch_next = || {
             far.next();
-            if let Some(data) = near.next().and_then(|(_, node)| node.data.as_deref()) {
+            if let Some(data) = near.next().and_then(|(_, node)| node.data()) {
                 prefetch::object(data);
             }
         };
@@ -180,7 +181,7 @@ impl DataTree {
         for (p, node) in self.nodes.iter() {
             prefetch_next();
             w.bytes(p.as_bytes());
-            w.data(node.data.as_deref())?;
+            w.data(node.data())?;
             w.buf.put_i32(jute::jute_len(node.acl.len()));
             for acl in node.acl.iter() {
                 w.buf.put_i32(acl.perms);
@@ -261,7 +262,7 @@ impl DataTree {
     fn load_nodes(&mut self, mut r: SnapReader, count: u64) -> Result<(), SnapshotError> {
         std::thread::scope(|scope| {
             let (batches, decoded) =
-                mpsc::sync_channel::<Vec<(SharedPath, Arc<Node>)>>(LOAD_BATCHES_AHEAD);
+                mpsc::sync_channel::<Vec<(SharedPath, SharedNode)>>(LOAD_BATCHES_AHEAD);
             let decoder = scope.spawn(move || {
                 let mut acls = AclsSeen::new();
                 let mut left = count;
@@ -299,7 +300,7 @@ impl DataTree {
         &mut self,
         loading: &mut Loading,
         p: SharedPath,
-        node: Arc<Node>,
+        node: SharedNode,
     ) -> Result<(), SnapshotError> {
         if &*p != path::ROOT {
             let parent_path = path::parent_of(&p)
@@ -346,7 +347,7 @@ impl DataTree {
                     children.iter().next()
                 ))
             })?;
-            Arc::make_mut(parent).children = children;
+            SharedNode::make_mut(parent).children = children;
         }
         Ok(())
     }
@@ -431,7 +432,7 @@ impl Loading {
 fn read_node(
     r: &mut SnapReader,
     acls: &mut AclsSeen,
-) -> Result<(SharedPath, Arc<Node>), SnapshotError> {
+) -> Result<(SharedPath, SharedNode), SnapshotError> {
     let p = SharedPath::from(r.str()?);
     let data = r.opt_bytes()?.map(Vec::into_boxed_slice);
     let acl = read_acl(r, acls)?;
@@ -446,7 +447,7 @@ fn read_node(
         aversion: r.i32()?,
         ephemeral_owner: r.i64()?,
     };
-    Ok((p, Arc::new(Node::new(data, acl, stat))))
+    Ok((p, SharedNode::new(Node::new(data, acl, stat))))
 }
 
 /// The ACL lists a load has met, by their bytes in the snapshot: nodes

@@ -12,6 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
+use crate::node::SharedNode;
 use crate::node::{Node, OwnerKind, StatPersisted};
 use crate::nodes::Nodes;
 use crate::outcome::Trigger;
@@ -89,7 +90,7 @@ impl DataTree {
             (QUOTA_ZOOKEEPER, empty()),
             (CONFIG_ZOOKEEPER, config),
         ] {
-            nodes.insert(SharedPath::from(p), Arc::new(n));
+            nodes.insert(SharedPath::from(p), SharedNode::new(n));
         }
         // ZooKeeper counts "" and "/" (both the root) and the three others.
         let data_bytes_approx = [ROOT, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, CONFIG_ZOOKEEPER]
@@ -108,7 +109,7 @@ impl DataTree {
     }
 
     /// The node at `path`, with ZooKeeper's `""` alias for the root.
-    pub(crate) fn node(&self, path: &str) -> Option<&Arc<Node>> {
+    pub(crate) fn node(&self, path: &str) -> Option<&SharedNode> {
         self.nodes.get(path::lookup_key(path))
     }
 
@@ -161,7 +162,7 @@ impl DataTree {
     fn node_mut(&mut self, path: &str) -> Option<&mut Node> {
         self.nodes
             .get_mut(path::lookup_key(path))
-            .map(Arc::make_mut)
+            .map(SharedNode::make_mut)
     }
 
     /// Gives the node at `path` new data; returns the node, to change
@@ -207,7 +208,7 @@ impl DataTree {
         );
         let data_len = node.data_len() as i64;
         let stat = node.client_stat();
-        self.nodes.insert(key.clone(), Arc::new(node));
+        self.nodes.insert(key.clone(), SharedNode::new(node));
         self.data_bytes_approx += path::java_len(path) as i64 + data_len;
         match OwnerKind::of(owner) {
             OwnerKind::Void => {}

@@ -175,7 +175,7 @@ fn records_of(tree: &DataTree) -> (Vec<(i64, tree::SessionInfo)>, Vec<ZnodeRecor
         .znodes_parent_first()
         .map(|(path, node)| ZnodeRecord {
             path: path.to_owned(),
-            data: node.data.as_deref().map(bytes::Bytes::copy_from_slice),
+            data: node.data().map(bytes::Bytes::copy_from_slice),
             acl: node.acl.to_vec(),
             stat: node.stat,
         })
