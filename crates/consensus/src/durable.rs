@@ -341,7 +341,7 @@ impl DurableLog {
             .commit
             .clamp(recovered.snapshot_index, recovered.last_index());
         let (older, entries, locations) = recovered.split();
-        log.append_uncached(older);
+        log.start_with_uncached(older);
         log.append(&entries, &locations);
         log.set_hard_state(hard_state);
         Ok(Self {

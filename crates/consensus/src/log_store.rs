@@ -108,7 +108,7 @@ impl LogStore {
     ///
     /// # Panics
     /// If the log after the snapshot holds entries already.
-    pub(crate) fn append_uncached(&self, older: LogIndex) {
+    pub(crate) fn start_with_uncached(&self, older: LogIndex) {
         let mut core = self.core();
         assert_eq!(
             core.slots.len(),

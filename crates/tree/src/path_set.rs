@@ -15,9 +15,10 @@
 //! replica restored from a snapshot and one that applied the log hold the
 //! same set in differently split pages.
 
-use crate::shared_path::SharedPath;
 use std::fmt;
 use std::sync::Arc;
+
+use crate::shared_path::SharedPath;
 
 /// Paths in a leaf, and pages under a branch, at most.
 const PAGE_MAX: usize = 64;

@@ -7,8 +7,7 @@ use bytes::Bytes;
 use jute::{perms, Acl, ErrorCode, Id, Stat};
 
 use crate::acl::{check_acl, redact_digest};
-use crate::node::Children;
-use crate::node::SharedNode;
+use crate::node::{Children, SharedNode};
 use crate::path;
 use crate::session::SessionInfo;
 use crate::DataTree;

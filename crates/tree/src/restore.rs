@@ -11,8 +11,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::Acl;
 
 use crate::acl::AclList;
-use crate::node::SharedNode;
-use crate::node::{Node, StatPersisted};
+use crate::node::{Node, SharedNode, StatPersisted};
 use crate::nodes::Nodes;
 use crate::path::{self, CONFIG_ZOOKEEPER, ROOT};
 use crate::path_set::PathSet;

@@ -28,8 +28,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, Id};
 
 use crate::acl::AclList;
-use crate::node::SharedNode;
-use crate::node::{Children, Node, OwnerKind, StatPersisted};
+use crate::node::{Children, Node, OwnerKind, SharedNode, StatPersisted};
 use crate::nodes::{Nodes, NodesLoader};
 use crate::path;
 use crate::path_set::PathSet;

@@ -12,8 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
-use crate::node::SharedNode;
-use crate::node::{Node, OwnerKind, StatPersisted};
+use crate::node::{Node, OwnerKind, SharedNode, StatPersisted};
 use crate::nodes::Nodes;
 use crate::outcome::Trigger;
 use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT};
