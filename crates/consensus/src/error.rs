@@ -27,6 +27,8 @@ pub enum Error {
     BadSnapshotHeader(String),
     #[error("raft: {0}")]
     Raft(#[from] raft::Error),
+    #[error("a thread panicked half way through a turn of the replicated log, whose state is now unknown (see the panic above)")]
+    Panicked,
     #[error("the consensus thread has stopped")]
     Stopped,
 }

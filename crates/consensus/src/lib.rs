@@ -13,6 +13,7 @@
 //! - `fence`: a voter that lost its raft state votes again only in terms
 //!   where it cannot have voted before.
 //! - `hand_off`: choosing the follower a stopping leader hands over to.
+//! - `inbox`: the consensus thread's commands, and what wakes it.
 //! - `log_sync`: the log's fdatasync and trimming on a thread of their
 //!   own, and the Readies waiting for them.
 //! - `membership`: the group's voters and learners, and the raft change
@@ -35,6 +36,7 @@ mod error;
 mod fence;
 mod hand_off;
 mod histogram;
+mod inbox;
 mod log_index;
 mod log_store;
 mod log_sync;

@@ -564,7 +564,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 tracing::debug!(remote = %handle.remote, op = header.op, "malformed request body: {error}");
                 shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
                 let step = pipeline::malformed(shared, &session, header.xid, header.op);
-                let Some(step) = schedule(conn, &session, &mut latest, &mut None, step) else {
+                let last_in_hand = buf.is_empty();
+                let Some(step) =
+                    schedule(conn, &session, &mut latest, &mut None, step, last_in_hand)
+                else {
                     continue;
                 };
                 if steps.send(step.into()).await.is_err() {
@@ -615,7 +618,17 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
         };
-        let Some(step) = schedule(conn, &session, &mut latest, &mut in_process, step) else {
+        // Nothing more read: a write may be carried through the log on this
+        // thread; with more in hand it joins the next batch.
+        let last_in_hand = buf.is_empty();
+        let Some(step) = schedule(
+            conn,
+            &session,
+            &mut latest,
+            &mut in_process,
+            step,
+            last_in_hand,
+        ) else {
             continue;
         };
         let step = match step {
@@ -692,12 +705,14 @@ async fn admit(
 /// the writer (see `session_order`); `None` when a read is held behind a
 /// write, to be answered with it. `latest` is the session's latest write
 /// or sync, which this keeps up to date; a read held takes `in_process`.
+/// `last_in_hand`: no more of the client's requests are read yet.
 fn schedule(
     conn: &Connection,
     session: &SessionContext,
     latest: &mut Barrier<HeldRead>,
     in_process: &mut Option<InProcess>,
     step: Step,
+    last_in_hand: bool,
 ) -> Option<Step> {
     let step = match step {
         Step::Write {
@@ -711,6 +726,9 @@ fn schedule(
             let gate = Arc::new(ReadGate::default());
             *latest = Barrier::Write(gate.clone());
             let proposal = match conn.order.write_arrived() {
+                Propose::Now if last_in_hand => {
+                    Proposal::Made(conn.shared.propose_driving(&txn, Some(gate)))
+                }
                 Propose::Now => Proposal::Made(conn.shared.propose_holding(&txn, Some(gate))),
                 Propose::InTurn => Proposal::Pending(txn, Some(gate)),
             };

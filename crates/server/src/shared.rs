@@ -208,12 +208,23 @@ impl Shared {
         txn: &tree::Txn,
         gate: Option<Arc<ReadGate>>,
     ) -> oneshot::Receiver<Committed> {
-        let mut buf = bytes::BytesMut::new();
-        txn.encode(&mut buf);
-        let (reply, committed) = oneshot::channel();
+        let (data, waiter, committed) = proposal(txn, gate);
         // A stopped consensus drops the waiter: the caller sees a lost
         // request and closes its connection, and the server is stopping.
-        let _ = self.consensus.propose(buf.to_vec(), Waiter { reply, gate });
+        let _ = self.consensus.propose(data, waiter);
+        committed
+    }
+
+    /// As `propose_holding`, for a client's last request in hand: a
+    /// server alone with its log idle writes, syncs and applies it through
+    /// this thread (`Consensus::propose_driving`).
+    pub fn propose_driving(
+        &self,
+        txn: &tree::Txn,
+        gate: Option<Arc<ReadGate>>,
+    ) -> oneshot::Receiver<Committed> {
+        let (data, waiter, committed) = proposal(txn, gate);
+        let _ = self.consensus.propose_driving(data, waiter);
         committed
     }
 
@@ -222,6 +233,17 @@ impl Shared {
             handle.kill.cancel();
         }
     }
+}
+
+/// A txn's proposal: its bytes, its waiter, and where its outcome arrives.
+fn proposal(
+    txn: &tree::Txn,
+    gate: Option<Arc<ReadGate>>,
+) -> (Vec<u8>, Waiter, oneshot::Receiver<Committed>) {
+    let mut buf = bytes::BytesMut::new();
+    txn.encode(&mut buf);
+    let (reply, committed) = oneshot::channel();
+    (buf.to_vec(), Waiter { reply, gate }, committed)
 }
 
 /// One accepted socket counted against its address's `maxClientCnxns`
