@@ -8,8 +8,12 @@
 //! and then wait for the driver, a session's next write, proposed directly
 //! meanwhile, would commit before it. The same count tells that proposer
 //! that nothing waits.
+//!
+//! While a proposer drives, a send does not wake the thread, which could
+//! only wait for the driver: the proposer wakes it once, when it lets go
+//! and something was sent meanwhile.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
 use std::sync::{Arc, OnceLock};
 use std::thread::{self, Thread};
@@ -41,6 +45,21 @@ pub(crate) struct Inbox<C> {
     waiting: Arc<Waiting>,
 }
 
+/// A proposer's hold on the driver, as the senders see it.
+pub(crate) struct Driving<'a>(&'a Waiting);
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.0.driving.store(false, Ordering::SeqCst);
+        // A send that saw the mark did not wake the thread; one after
+        // this store does. Both flag and count are sequentially
+        // consistent, so a send is never missed by both.
+        if self.0.queued.load(Ordering::SeqCst) > 0 {
+            self.0.wake();
+        }
+    }
+}
+
 /// What the consensus thread waits on, without the driver.
 #[derive(Clone)]
 pub(crate) struct Bell(Arc<Waiting>);
@@ -48,6 +67,8 @@ pub(crate) struct Bell(Arc<Waiting>);
 struct Waiting {
     /// Commands sent and not yet taken.
     queued: AtomicUsize,
+    /// A proposer holds the driver, and wakes the thread when it lets go.
+    driving: AtomicBool,
     /// The consensus thread, once it waits here.
     thread: OnceLock<Thread>,
 }
@@ -56,6 +77,7 @@ pub(crate) fn channel<C>() -> (Commands<C>, Inbox<C>) {
     let (sender, receiver) = mpsc::channel();
     let waiting = Arc::new(Waiting {
         queued: AtomicUsize::new(0),
+        driving: AtomicBool::new(false),
         thread: OnceLock::new(),
     });
     (
@@ -76,12 +98,18 @@ impl<C> Commands<C> {
             self.waiting.queued.fetch_sub(1, Ordering::SeqCst);
             return Err(command);
         }
-        // A system call only if the thread is asleep: unparking a thread
-        // that is not is one atomic swap.
-        if let Some(thread) = self.waiting.thread.get() {
-            thread.unpark();
+        // The proposer driving, if any, sees the count once it lets go.
+        if !self.waiting.driving.load(Ordering::SeqCst) {
+            self.waiting.wake();
         }
         Ok(())
+    }
+
+    /// A proposer takes the driver: sends stop waking the thread until the
+    /// returned mark is dropped, after the driver is let go.
+    pub(crate) fn driving(&self) -> Driving<'_> {
+        self.waiting.driving.store(true, Ordering::SeqCst);
+        Driving(&self.waiting)
     }
 
     /// No command sent before this call is still waiting to be taken.
@@ -115,6 +143,16 @@ impl<C> Inbox<C> {
                 return Err(RecvTimeoutError::Timeout);
             }
             Bell(self.waiting.clone()).wait(left);
+        }
+    }
+}
+
+impl Waiting {
+    /// A system call only if the thread is asleep: unparking a thread that
+    /// is not is one atomic swap.
+    fn wake(&self) {
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
         }
     }
 }
@@ -178,6 +216,36 @@ mod tests {
         commands.send(7).unwrap();
         let (command, waited) = waiter.join().unwrap();
         assert_eq!(command, Ok(7));
+        assert!(
+            waited < Duration::from_secs(10),
+            "woken, not timed out: {waited:?}"
+        );
+    }
+
+    #[test]
+    fn a_send_while_driving_wakes_the_thread_when_the_driver_is_let_go() {
+        let (commands, inbox) = channel::<u32>();
+        let (ready_tx, ready) = mpsc::channel();
+        let driving = commands.driving();
+        let waiter = thread::spawn(move || {
+            let bell = inbox.bell();
+            bell.serve_from_this_thread();
+            ready_tx.send(()).unwrap();
+            let started = Instant::now();
+            bell.wait(Duration::from_secs(30));
+            (inbox.try_recv(), started.elapsed())
+        });
+        ready.recv().unwrap();
+        thread::sleep(Duration::from_millis(20));
+        commands.send(5).unwrap();
+        thread::sleep(Duration::from_millis(50));
+        assert!(
+            !waiter.is_finished(),
+            "a send while a proposer drives leaves the thread asleep"
+        );
+        drop(driving);
+        let (command, waited) = waiter.join().unwrap();
+        assert_eq!(command, Ok(5));
         assert!(
             waited < Duration::from_secs(10),
             "woken, not timed out: {waited:?}"

@@ -619,7 +619,8 @@ async fn read_loop<R: AsyncRead + Unpin>(
             }
         };
         // Nothing more read: a write may be carried through the log on this
-        // thread; with more in hand it joins the next batch.
+        // thread (when nothing else of the session is in process); with
+        // more in hand it joins the next batch.
         let last_in_hand = buf.is_empty();
         let Some(step) = schedule(
             conn,
@@ -726,8 +727,13 @@ fn schedule(
             let gate = Arc::new(ReadGate::default());
             *latest = Barrier::Write(gate.clone());
             let proposal = match conn.order.write_arrived() {
-                Propose::Now if last_in_hand => {
-                    Proposal::Made(conn.shared.propose_driving(&txn, Some(gate)))
+                // The writer proposes it, as the runtime's next task on this
+                // thread: were the reader to drive it, the apply loop woken
+                // by the commit and the writer woken by this step would be
+                // two tasks queued here at once, and the runtime would wake
+                // its other worker to take one (two futex calls a write).
+                Propose::Now if last_in_hand && conn.in_process.load(Ordering::Relaxed) <= 1 => {
+                    Proposal::Driven(txn, Some(gate))
                 }
                 Propose::Now => Proposal::Made(conn.shared.propose_holding(&txn, Some(gate))),
                 Propose::InTurn => Proposal::Pending(txn, Some(gate)),

@@ -94,6 +94,10 @@ pub enum Proposal {
     /// With the gate the session's later reads wait at, once the
     /// connection has given it one.
     Pending(Txn, Option<Arc<ReadGate>>),
+    /// Left to the writer, which has nothing of the session before it, to
+    /// carry through the log on its own thread if it may
+    /// (`Shared::propose_driving`).
+    Driven(Txn, Option<Arc<ReadGate>>),
     /// A reconfig, which the leader checks before it can be a txn.
     Reconfig(Box<crate::reconfig::Ask>),
     Made(oneshot::Receiver<Committed>),
@@ -104,6 +108,7 @@ impl Proposal {
     pub fn make(self, shared: &Arc<Shared>) -> oneshot::Receiver<Committed> {
         match self {
             Proposal::Pending(txn, gate) => shared.propose_holding(&txn, gate),
+            Proposal::Driven(txn, gate) => shared.propose_driving(&txn, gate),
             Proposal::Reconfig(ask) => crate::reconfig::propose(shared, *ask),
             Proposal::Made(committed) => committed,
         }
