@@ -199,9 +199,11 @@ mod tests {
         assert!(commands.none_waiting(), "a refused command is not counted");
     }
 
-    #[test]
-    fn a_send_wakes_the_serving_thread_at_once() {
-        let (commands, inbox) = channel::<u32>();
+    type Waiter = thread::JoinHandle<(Result<u32, TryRecvError>, Duration)>;
+
+    /// A thread serving `inbox`, asleep in a wait of 30 s by the time this
+    /// returns; it takes a command once woken.
+    fn serving_thread_asleep(inbox: Inbox<u32>) -> Waiter {
         let (ready_tx, ready) = mpsc::channel();
         let waiter = thread::spawn(move || {
             let bell = inbox.bell();
@@ -213,30 +215,32 @@ mod tests {
         });
         ready.recv().unwrap();
         thread::sleep(Duration::from_millis(20));
-        commands.send(7).unwrap();
+        waiter
+    }
+
+    /// What the waiter took, once it was woken rather than timed out.
+    fn woken(waiter: Waiter) -> Result<u32, TryRecvError> {
         let (command, waited) = waiter.join().unwrap();
-        assert_eq!(command, Ok(7));
         assert!(
             waited < Duration::from_secs(10),
             "woken, not timed out: {waited:?}"
         );
+        command
+    }
+
+    #[test]
+    fn a_send_wakes_the_serving_thread_at_once() {
+        let (commands, inbox) = channel::<u32>();
+        let waiter = serving_thread_asleep(inbox);
+        commands.send(7).unwrap();
+        assert_eq!(woken(waiter), Ok(7));
     }
 
     #[test]
     fn a_send_while_driving_wakes_the_thread_when_the_driver_is_let_go() {
         let (commands, inbox) = channel::<u32>();
-        let (ready_tx, ready) = mpsc::channel();
         let driving = commands.driving();
-        let waiter = thread::spawn(move || {
-            let bell = inbox.bell();
-            bell.serve_from_this_thread();
-            ready_tx.send(()).unwrap();
-            let started = Instant::now();
-            bell.wait(Duration::from_secs(30));
-            (inbox.try_recv(), started.elapsed())
-        });
-        ready.recv().unwrap();
-        thread::sleep(Duration::from_millis(20));
+        let waiter = serving_thread_asleep(inbox);
         commands.send(5).unwrap();
         thread::sleep(Duration::from_millis(50));
         assert!(
@@ -244,12 +248,7 @@ mod tests {
             "a send while a proposer drives leaves the thread asleep"
         );
         drop(driving);
-        let (command, waited) = waiter.join().unwrap();
-        assert_eq!(command, Ok(5));
-        assert!(
-            waited < Duration::from_secs(10),
-            "woken, not timed out: {waited:?}"
-        );
+        assert_eq!(woken(waiter), Ok(5));
     }
 
     #[test]

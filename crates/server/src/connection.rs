@@ -618,9 +618,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
         };
-        // Nothing more read: a write may be carried through the log on this
-        // thread (when nothing else of the session is in process); with
-        // more in hand it joins the next batch.
+        // Nothing more read: a write may be left to the writer to carry
+        // through the log itself (when nothing else of the session is in
+        // process); with more in hand it joins the next batch.
         let last_in_hand = buf.is_empty();
         let Some(step) = schedule(
             conn,

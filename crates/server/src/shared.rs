@@ -216,8 +216,8 @@ impl Shared {
     }
 
     /// As `propose_holding`, for a client's last request in hand: a
-    /// server alone with its log idle writes, syncs and applies it through
-    /// this thread (`Consensus::propose_driving`).
+    /// server alone with its log idle writes and syncs it, and hands it to
+    /// the apply loop, on this thread (`Consensus::propose_driving`).
     pub fn propose_driving(
         &self,
         txn: &tree::Txn,
