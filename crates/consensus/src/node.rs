@@ -697,12 +697,17 @@ impl<W: Send + 'static> Driver<W> {
     }
 
     /// Whether a proposer may drive a turn on its own thread: a group of
-    /// one whose log is sound and has room. In a larger group the turns
-    /// carry the peers' messages too, and the sync runs on the log's own
-    /// thread anyway; a full disk makes a turn wait for space, which a
-    /// proposer's thread must not.
+    /// one that leads (the consensus thread has replayed its log and
+    /// campaigned: a proposal before that is dropped) and whose log is
+    /// sound and has room. In a larger group the turns carry the peers'
+    /// messages too, and the sync runs on the log's own thread anyway; a
+    /// full disk makes a turn wait for space, which a proposer's thread
+    /// must not.
     fn drives_here(&self) -> bool {
-        self.failure.is_none() && self.is_alone() && !self.status.disk_full.load(Ordering::Relaxed)
+        self.failure.is_none()
+            && self.is_alone()
+            && self.raw.raft.state == StateRole::Leader
+            && !self.status.disk_full.load(Ordering::Relaxed)
     }
 
     /// A turn of `command` alone, on a proposer's thread. A failure is left
@@ -1728,6 +1733,23 @@ mod tests {
             }
         }
         assert!(driven >= 15, "{driven} of 20 driven");
+    }
+
+    #[test]
+    fn a_proposal_driven_before_the_group_leads_waits_for_it() {
+        // Made while the consensus thread starts, before it campaigns: raft
+        // would drop it, so it must be queued for the thread instead.
+        for _ in 0..10 {
+            let dir = tempfile::tempdir().unwrap();
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let node = start_alone(dir.path(), tx);
+            node.propose_driving(b"first".to_vec(), 1).unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !waiters_handed(&mut rx).contains(&1) {
+                assert!(Instant::now() < deadline, "the first proposal was lost");
+                thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     #[test]
