@@ -5,7 +5,7 @@ read that set it and before the reply of the write that fired it."""
 
 import time
 
-from zkwire import EventType, Op, Writer, path_watch_body
+from zkwire import EventType, Op, Writer, path_watch_body, request_header
 
 
 def set_body(path: str, value: bytes) -> bytes:
@@ -117,3 +117,52 @@ def check_watches_of_a_closed_connection_are_dropped(connect, resume, path: str,
             time.sleep(0.1)
         assert watch_count() == 0, "a watch outlived its connection"
         resumed.close()
+
+
+def check_writes_sent_apart_keep_their_order(clients, paths, rounds: int = 1000) -> None:
+    """Each of `paths` exists at version 0, and each of `clients` writes
+    its own, all at once. Each round sends two setData, each expecting the
+    version the one before it leaves, in two socket writes a few
+    microseconds apart: the first may be all the server has read when it
+    schedules it, and the second arrive while the first is not yet
+    proposed. Every other round, a sync and a read go before the first
+    write in its socket write, so that the first write waits for the read
+    and the second may arrive just as it is answered. Both writes must
+    succeed, in the order sent, every round. The gap sweeps 0 to 100
+    microseconds, as where the window falls depends on the server's build
+    and load, which the other sessions keep up."""
+    import threading
+    failures = []
+
+    def write(c, path):
+        try:
+            for i in range(rounds):
+                before = []
+                if i % 2:
+                    before = [(Op.sync, Writer().string(path).bytes()),
+                              (Op.getData, path_watch_body(path))]
+                xids = c.submit_requests(
+                    before + [(Op.setData, versioned_set_body(path, 2 * i))])
+                second = c.next_xid()
+                until = time.perf_counter_ns() + i % 500 * 200
+                while time.perf_counter_ns() < until:
+                    pass
+                c.send(request_header(second, Op.setData) + versioned_set_body(path, 2 * i + 1))
+                for xid in xids + [second]:
+                    err = c.wait_reply(xid, timeout=30).err
+                    if err != 0:
+                        failures.append((path, i, xid, err))
+                        return
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append((path, repr(error)))
+
+    threads = [threading.Thread(target=write, args=pair) for pair in zip(clients, paths)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, ("a later write was applied first", failures)
+
+
+def versioned_set_body(path: str, version: int) -> bytes:
+    return Writer().string(path).buffer(b"v%d" % version).int(version).bytes()

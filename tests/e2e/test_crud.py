@@ -253,6 +253,18 @@ def test_pipelined_listings_see_the_creates_before_them_and_none_after(
     check_listings_between_creates(raw_factory(server), f"{root}/p")
 
 
+def test_writes_sent_microseconds_apart_are_applied_in_order(server, zk, raw_factory, root):
+    """Two version-checked writes of a session, sent in separate socket
+    writes a few microseconds apart, are applied in the order sent: the
+    second never overtakes the first while the server is still proposing
+    it."""
+    from pipelining import check_writes_sent_apart_keep_their_order
+    paths = [f"{root}/n{i}" for i in range(3)]
+    for path in paths:
+        zk.create(path, b"")
+    check_writes_sent_apart_keep_their_order([raw_factory(server) for _ in paths], paths)
+
+
 def test_held_reads_of_a_closed_connection_leave_no_watch(server_factory, kazoo_factory, raw_factory):
     """Reads held behind their session's writes, whose connection is closed
     (the session resumed elsewhere) before the writes are applied, register

@@ -20,7 +20,7 @@ use jute::{
 use rand::RngCore as _;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tree::{Outcome, TxnOp};
 
@@ -65,6 +65,9 @@ struct Connection {
     shared: Arc<Shared>,
     handle: Arc<ConnectionHandle>,
     order: SessionOrder,
+    /// Notified by the writer each time it proposes a write left to it
+    /// (`SessionOrder::write_must_wait`).
+    write_proposed: Notify,
     /// Cancelled when the connection must close, from either half or from
     /// elsewhere (expiry, a moved session, a client not reading).
     token: CancellationToken,
@@ -252,6 +255,7 @@ where
         shared: shared.clone(),
         handle: handle.clone(),
         order: SessionOrder::default(),
+        write_proposed: Notify::new(),
         token: token.clone(),
         answer_budget: Arc::new(Semaphore::new(ANSWER_BYTES_QUEUED_MAX)),
         in_process: Arc::default(),
@@ -618,6 +622,9 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 }
             }
         };
+        if matches!(step, Step::Write { .. }) && !writes_before_proposed(conn).await {
+            return Ok(());
+        }
         // Nothing more read: a write may be left to the writer to carry
         // through the log itself (when nothing else of the session is in
         // process); with more in hand it joins the next batch.
@@ -658,6 +665,21 @@ async fn read_loop<R: AsyncRead + Unpin>(
             return Ok(());
         }
     }
+}
+
+/// Waits while the writer has writes of the session to propose and is
+/// about to (`SessionOrder::write_must_wait`); false if the connection
+/// closes meanwhile.
+async fn writes_before_proposed(conn: &Connection) -> bool {
+    while conn.order.write_must_wait() {
+        // A notification from before this wait is kept as a permit: at
+        // worst the loop checks once more.
+        tokio::select! {
+            _ = conn.token.cancelled() => return false,
+            _ = conn.write_proposed.notified() => {}
+        }
+    }
+    true
 }
 
 /// What the load limits decided for a request.
@@ -726,15 +748,14 @@ fn schedule(
         } => {
             let gate = Arc::new(ReadGate::default());
             *latest = Barrier::Write(gate.clone());
-            let proposal = match conn.order.write_arrived() {
+            let alone = last_in_hand && conn.in_process.load(Ordering::Relaxed) <= 1;
+            let proposal = match conn.order.write_arrived(alone) {
                 // The writer proposes it, as the runtime's next task on this
                 // thread: were the reader to drive it, the apply loop woken
                 // by the commit and the writer woken by this step would be
                 // two tasks queued here at once, and the runtime would wake
                 // its other worker to take one (two futex calls a write).
-                Propose::Now if last_in_hand && conn.in_process.load(Ordering::Relaxed) <= 1 => {
-                    Proposal::Driven(txn, Some(gate))
-                }
+                Propose::Next => Proposal::Driven(txn, Some(gate)),
                 Propose::Now => Proposal::Made(conn.shared.propose_holding(&txn, Some(gate))),
                 Propose::InTurn => Proposal::Pending(txn, Some(gate)),
             };
@@ -1069,7 +1090,12 @@ async fn write_loop<W: AsyncWrite + Unpin>(
                     }
                     Step::Write { xid, op, shape, proposal, received, audit } => {
                         let reconfig = matches!(proposal, Proposal::Reconfig(_));
+                        let left_to_writer = matches!(proposal, Proposal::Pending(..) | Proposal::Driven(..));
                         let committed = proposal.make(&conn.shared);
+                        if left_to_writer {
+                            order.write_proposed();
+                            conn.write_proposed.notify_one();
+                        }
                         let write = PendingWrite { xid, op, shape: &shape, received, audit: audit.as_ref() };
                         let answer = await_write(&conn, write, committed).await;
                         if reconfig {

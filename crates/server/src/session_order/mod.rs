@@ -17,6 +17,14 @@
 //!    waits its turn at the writer, and so does every read after it; a
 //!    write after such a waiting read is proposed by the writer once the
 //!    read is answered. Any other read is answered by the reader at once.
+//!    So is a write that is all the session has in process, for the
+//!    writer to carry through the log itself (`Proposal::Driven`). A
+//!    write left to the writer holds back every later write of the
+//!    session until the writer has proposed it: proposed by the reader
+//!    meanwhile, a later write would be applied first. The reader waits
+//!    for that when no read waits ([`SessionOrder::write_must_wait`]), so
+//!    the later write is still proposed at once and with others; it
+//!    leaves the write to the writer otherwise.
 //! 3. *A watch event never overtakes the answer that set the watch, and an
 //!    answer that may show a change never overtakes the change's event.*
 //!    Read answers are numbered under the lock the apply loop fires
@@ -39,6 +47,7 @@ pub use events::EventOrder;
 pub struct SessionOrder {
     syncs_unfinished: AtomicUsize,
     reads_waiting: AtomicUsize,
+    writes_unproposed: AtomicUsize,
 }
 
 /// When a write that has just arrived is proposed.
@@ -46,7 +55,10 @@ pub struct SessionOrder {
 pub enum Propose {
     /// By the reader, now.
     Now,
-    /// By the writer, once the reads before it are answered.
+    /// By the writer, as soon as it comes to it: the write is all the
+    /// session has in process.
+    Next,
+    /// By the writer, once the requests before it are answered.
     InTurn,
 }
 
@@ -111,15 +123,38 @@ impl<R> WriteGate<R> {
 }
 
 impl SessionOrder {
-    /// A write arrived (reader). Proposed at once unless a read waits at
-    /// the writer, which must not see it; reads held at a gate are
-    /// answered before it can be applied.
-    pub fn write_arrived(&self) -> Propose {
-        if self.reads_waiting.load(Ordering::Acquire) == 0 {
-            Propose::Now
-        } else {
+    /// A write arrived (reader); `alone` when nothing else of the session
+    /// is in process or read. Proposed at once unless a read waits at the
+    /// writer, which must not see it, or a write the writer is to propose
+    /// is not yet, which must be applied first; reads held at a gate are
+    /// answered before it can be applied. Left to the writer when `alone`.
+    pub fn write_arrived(&self, alone: bool) -> Propose {
+        let propose = if self.reads_waiting.load(Ordering::Acquire) > 0
+            || self.writes_unproposed.load(Ordering::Acquire) > 0
+        {
             Propose::InTurn
-        }
+        } else if alone {
+            Propose::Next
+        } else {
+            return Propose::Now;
+        };
+        self.writes_unproposed.fetch_add(1, Ordering::AcqRel);
+        propose
+    }
+
+    /// A write left to the writer is proposed (writer).
+    pub fn write_proposed(&self) {
+        self.writes_unproposed.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Whether a write arriving now would be left to the writer only
+    /// because writes left to it before are not proposed yet (reader).
+    /// The writer proposes those as soon as it comes to them, so the
+    /// reader had better wait for that than have this one proposed after
+    /// they are answered.
+    pub fn write_must_wait(&self) -> bool {
+        self.reads_waiting.load(Ordering::Acquire) == 0
+            && self.writes_unproposed.load(Ordering::Acquire) > 0
     }
 
     /// A sync arrived (reader): later reads wait for it.
@@ -167,7 +202,11 @@ mod tests {
 
     fn write(order: &SessionOrder) -> (Propose, Barrier<u32>, Arc<WriteGate<u32>>) {
         let gate = Arc::new(WriteGate::default());
-        (order.write_arrived(), Barrier::Write(gate.clone()), gate)
+        (
+            order.write_arrived(false),
+            Barrier::Write(gate.clone()),
+            gate,
+        )
     }
 
     #[test]
@@ -223,8 +262,56 @@ mod tests {
         );
         order.sync_finished();
         order.waiting_read_answered();
+        order.write_proposed();
         order.waiting_read_answered();
-        assert_eq!(order.write_arrived(), Propose::Now);
+        assert_eq!(write(&order).0, Propose::Now);
+    }
+
+    #[test]
+    fn a_write_after_a_waiting_write_waits_until_that_is_proposed() {
+        let order = SessionOrder::default();
+        order.sync_arrived();
+        assert_eq!(order.read_arrived(1, &Barrier::Sync), Answer::InTurn(1));
+        assert_eq!(write(&order).0, Propose::InTurn);
+        assert!(
+            !order.write_must_wait(),
+            "a read waits: the writer is not about to propose it"
+        );
+        order.sync_finished();
+        order.waiting_read_answered();
+        assert!(
+            order.write_must_wait(),
+            "the read is answered: the write is next"
+        );
+        assert_eq!(
+            write(&order).0,
+            Propose::InTurn,
+            "proposed by the reader before the writer proposes the first, it would be applied first"
+        );
+        order.write_proposed();
+        order.write_proposed();
+        assert_eq!(write(&order).0, Propose::Now);
+    }
+
+    #[test]
+    fn a_write_all_alone_is_left_to_the_writer_and_holds_back_the_next() {
+        let order = SessionOrder::default();
+        assert_eq!(order.write_arrived(true), Propose::Next);
+        assert!(order.write_must_wait(), "the writer is about to propose it");
+        assert_eq!(order.write_arrived(false), Propose::InTurn);
+        assert_eq!(order.write_arrived(true), Propose::InTurn);
+        order.write_proposed();
+        order.write_proposed();
+        assert_eq!(
+            order.write_arrived(false),
+            Propose::InTurn,
+            "one is still to propose"
+        );
+        order.write_proposed();
+        order.write_proposed();
+        assert!(!order.write_must_wait());
+        assert_eq!(order.write_arrived(false), Propose::Now);
+        assert_eq!(order.write_arrived(true), Propose::Next);
     }
 
     #[test]
