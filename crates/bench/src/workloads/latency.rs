@@ -3,9 +3,11 @@
 //! request with nothing queued before it (the ZooKeeper paper's latency
 //! table, and the latency CDF of the ConCoord comparison). Beside them,
 //! the floors under them measured in the same run: the data disk's own
-//! fdatasync time under a durable write, and a loopback round trip
-//! between two threads that do nothing else under every answer.
+//! fdatasync time under a durable write, a loopback round trip between
+//! two threads that do nothing else under every answer, and the two
+//! together under every durable write's answer.
 
+use std::fs::File;
 use std::io::{Read as _, Seek as _, Write as _};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::Path;
@@ -52,9 +54,9 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
             .into(),
     );
     let answer_bytes = args.value_size + GET_DATA_ANSWER_OVERHEAD_BYTES;
-    let round_trips =
-        tokio::task::block_in_place(|| time_loopback(args.ops.min(10_000), answer_bytes))
-            .context("timing loopback round trips")?;
+    let count = args.ops.min(10_000);
+    let round_trips = tokio::task::block_in_place(|| time_loopback(count, answer_bytes, None))
+        .context("timing loopback round trips")?;
     m.rows.push(Row::new("loopback").latencies(&round_trips));
     m.notes.push(format!(
         "loopback: a {LOOPBACK_REQUEST_BYTES}-byte request answered with {answer_bytes} bytes \
@@ -77,6 +79,19 @@ pub async fn run(args: &LatencyArgs, deployment: &mut Deployment) -> anyhow::Res
              its files writes): what every durable write waits for at least; fdatasync \
              appended: the same records appended, which changes the file's size and so syncs \
              its metadata too"
+        ));
+        let answered = tokio::task::block_in_place(|| {
+            let log = written_file(&dir, count)?;
+            time_loopback(count, SET_DATA_ANSWER_BYTES, Some(log))
+        })
+        .with_context(|| format!("timing durable loopback round trips in {}", dir.display()))?;
+        m.rows
+            .push(Row::new("durable loopback").latencies(&answered));
+        m.notes.push(format!(
+            "durable loopback: the loopback round trip, its thread writing and fdatasync'ing \
+             a {SYNC_BYTES}-byte record (as the fdatasync row) before each \
+             {SET_DATA_ANSWER_BYTES}-byte answer: the least any server answers a durable \
+             write in on this machine"
         ));
     }
     Ok(m)
@@ -145,12 +160,10 @@ enum Within {
 }
 
 fn time_fdatasync(dir: &Path, count: usize, within: Within) -> std::io::Result<Latencies> {
-    let mut file = tempfile::tempfile_in(dir)?;
-    if let Within::Written = within {
-        file.write_all(&vec![0; count * SYNC_BYTES])?;
-        file.sync_all()?;
-        file.rewind()?;
-    }
+    let mut file = match within {
+        Within::Written => written_file(dir, count)?,
+        Within::Appended => tempfile::tempfile_in(dir)?,
+    };
     let record = vec![b'x'; SYNC_BYTES];
     let mut latencies = Latencies::default();
     for _ in 0..count {
@@ -162,15 +175,34 @@ fn time_fdatasync(dir: &Path, count: usize, within: Within) -> std::io::Result<L
     Ok(latencies)
 }
 
+/// A temporary file in `dir` of zeros for `records` records, written and
+/// synced, positioned at its start.
+fn written_file(dir: &Path, records: usize) -> std::io::Result<File> {
+    let mut file = tempfile::tempfile_in(dir)?;
+    file.write_all(&vec![0; records * SYNC_BYTES])?;
+    file.sync_all()?;
+    file.rewind()?;
+    Ok(file)
+}
+
 /// A getData request of a short path, with its frame length.
 const LOOPBACK_REQUEST_BYTES: usize = 40;
 /// A getData answer's bytes besides the data: frame length, reply header,
 /// data length and stat.
 const GET_DATA_ANSWER_OVERHEAD_BYTES: usize = 4 + 16 + 4 + 68;
 
+/// A setData answer: frame length, reply header and stat.
+const SET_DATA_ANSWER_BYTES: usize = 4 + 16 + 68;
+
 /// Round trips to a blocking echo of fixed-size frames on another thread:
-/// both sides woken by the network alone, as a server's reader is.
-fn time_loopback(count: usize, answer_bytes: usize) -> std::io::Result<Latencies> {
+/// both sides woken by the network alone, as a server's reader is. With a
+/// `log`, the echo writes a record into it and syncs it before each
+/// answer, as a server does before answering a write.
+fn time_loopback(
+    count: usize,
+    answer_bytes: usize,
+    log: Option<File>,
+) -> std::io::Result<Latencies> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     let address = listener.local_addr()?;
     let server = std::thread::spawn(move || -> std::io::Result<()> {
@@ -178,7 +210,13 @@ fn time_loopback(count: usize, answer_bytes: usize) -> std::io::Result<Latencies
         socket.set_nodelay(true)?;
         let mut request = [0u8; LOOPBACK_REQUEST_BYTES];
         let answer = vec![0u8; answer_bytes];
+        let record = vec![b'x'; SYNC_BYTES];
+        let mut log = log;
         while socket.read_exact(&mut request).is_ok() {
+            if let Some(log) = &mut log {
+                log.write_all(&record)?;
+                log.sync_data()?;
+            }
             socket.write_all(&answer)?;
         }
         Ok(())
@@ -205,8 +243,18 @@ fn time_loopback(count: usize, answer_bytes: usize) -> std::io::Result<Latencies
 mod tests {
     #[test]
     fn loopback_is_timed_once_per_round_trip() {
-        let round_trips = super::time_loopback(5, 1116).unwrap();
+        let round_trips = super::time_loopback(5, 1116, None).unwrap();
         assert_eq!(round_trips.count(), 5);
+    }
+
+    #[test]
+    fn durable_loopback_writes_a_record_for_each_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = tempfile::NamedTempFile::new_in(dir.path()).unwrap();
+        let round_trips = super::time_loopback(5, 88, Some(log.reopen().unwrap())).unwrap();
+        assert_eq!(round_trips.count(), 5);
+        let written = std::fs::read(log.path()).unwrap();
+        assert_eq!(written, vec![b'x'; 5 * super::SYNC_BYTES]);
     }
 
     #[test]
