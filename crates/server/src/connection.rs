@@ -26,6 +26,7 @@ use tree::{Outcome, TxnOp};
 
 use crate::audit::AuditedWrite;
 use crate::pipeline::{self, HeldAnswer, HeldRead, Proposal, SessionContext, Step};
+use crate::read_ahead;
 use crate::reply::{self, Reply};
 use crate::session_order::{self, Barrier, EventOrder, Propose, SessionOrder};
 use crate::shared::{
@@ -551,6 +552,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
         if touched != Some(arrived) {
             shared.sessions.touch(session.session_id, arrived);
             touched = Some(arrived);
+            prefetch_reads(shared, &frame, &buf);
         }
         let frame_bytes = frame.len();
         let mut r = Reader::new(frame);
@@ -664,6 +666,20 @@ async fn read_loop<R: AsyncRead + Unpin>(
             let _ = steps.send(Step::Close.into()).await;
             return Ok(());
         }
+    }
+}
+
+/// Starts loading what the reads among `first` (a request, unframed) and
+/// the frames after it in `rest` will look up, when there are several:
+/// their cache misses then overlap (see `read_ahead`).
+fn prefetch_reads(shared: &Shared, first: &[u8], rest: &[u8]) {
+    if rest.is_empty() {
+        return;
+    }
+    let first = read_ahead::read_path(first).into_iter();
+    let paths: Vec<&str> = first.chain(read_ahead::read_paths(rest)).collect();
+    if paths.len() > 1 {
+        shared.published().tree.prefetch_paths(paths);
     }
 }
 

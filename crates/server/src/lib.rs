@@ -42,6 +42,7 @@ mod monitor;
 mod open_files;
 mod pipeline;
 mod quota_report;
+mod read_ahead;
 mod read_only;
 mod reconfig;
 mod reply;

@@ -124,6 +124,12 @@ impl DataTree {
         self.nodes.prefetch(paths.into_iter().map(path::lookup_key));
     }
 
+    /// Starts loading the znodes at `paths`, as [`Self::prefetch`] does
+    /// for txns: for reads about to be answered one after another.
+    pub fn prefetch_paths<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
+        self.nodes.prefetch(paths.into_iter().map(path::lookup_key));
+    }
+
     /// Every node strictly below `path`, depth first through the children
     /// sets (the nodes map is in hash order, so a subtree is not a range
     /// of it). Holds one iterator per level, not the nodes.

@@ -1,0 +1,109 @@
+//! The paths of the reads a connection has already received but not yet
+//! answered: one socket read often brings several requests, and loading
+//! what their lookups will touch all at once (`DataTree::prefetch_paths`)
+//! overlaps their cache misses instead of taking them one read after
+//! another, each under the lock every read answer takes.
+//!
+//! This only peeks at the bytes: a frame cut short, an unknown opcode or a
+//! malformed path is skipped here and decoded (and refused) in its turn.
+
+use jute::OpCode;
+
+/// Reads looked ahead at, at most: enough for a socket read's worth of
+/// pipelined requests, and a bound on the work one read may cause.
+pub const READS_AHEAD_MAX: usize = 32;
+
+/// The paths of the reads among the whole frames at the start of `input`
+/// (each a four-byte length, then the request), in order.
+pub fn read_paths(mut input: &[u8]) -> impl Iterator<Item = &str> {
+    std::iter::from_fn(move || loop {
+        let (length, rest) = take_i32(input)?;
+        let frame = rest.get(..usize::try_from(length).ok()?)?;
+        input = &rest[frame.len()..];
+        if let Some(path) = read_path(frame) {
+            return Some(path);
+        }
+    })
+    .take(READS_AHEAD_MAX)
+}
+
+/// The path a read request (unframed) starts its body with; `None` for
+/// any other request.
+pub fn read_path(request: &[u8]) -> Option<&str> {
+    let (_xid, rest) = take_i32(request)?;
+    let (op, body) = take_i32(rest)?;
+    let path_first = matches!(
+        OpCode::from_code(op),
+        Some(
+            OpCode::GetData
+                | OpCode::Exists
+                | OpCode::GetChildren
+                | OpCode::GetChildren2
+                | OpCode::GetAcl
+                | OpCode::GetAllChildrenNumber
+        )
+    );
+    if !path_first {
+        return None;
+    }
+    let (length, rest) = take_i32(body)?;
+    let bytes = rest.get(..usize::try_from(length).ok()?)?;
+    std::str::from_utf8(bytes).ok()
+}
+
+fn take_i32(input: &[u8]) -> Option<(i32, &[u8])> {
+    let (head, rest) = input.split_first_chunk::<4>()?;
+    Some((i32::from_be_bytes(*head), rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(op: i32, body: &[u8]) -> Vec<u8> {
+        let mut request = 7i32.to_be_bytes().to_vec();
+        request.extend_from_slice(&op.to_be_bytes());
+        request.extend_from_slice(body);
+        let mut framed = (request.len() as i32).to_be_bytes().to_vec();
+        framed.extend(request);
+        framed
+    }
+
+    fn path_and_watch(path: &str) -> Vec<u8> {
+        let mut body = (path.len() as i32).to_be_bytes().to_vec();
+        body.extend_from_slice(path.as_bytes());
+        body.push(0);
+        body
+    }
+
+    #[test]
+    fn finds_the_paths_of_whole_read_frames_in_order() {
+        let mut input = frame(OpCode::GetData.code(), &path_and_watch("/a"));
+        input.extend(frame(OpCode::SetData.code(), &path_and_watch("/written")));
+        input.extend(frame(OpCode::Exists.code(), &path_and_watch("/b/c")));
+        input.extend(frame(OpCode::GetChildren2.code(), &path_and_watch("/")));
+        let cut = frame(OpCode::GetData.code(), &path_and_watch("/cut"));
+        input.extend_from_slice(&cut[..cut.len() - 3]);
+        assert_eq!(read_paths(&input).collect::<Vec<_>>(), ["/a", "/b/c", "/"]);
+    }
+
+    #[test]
+    fn skips_what_it_cannot_read() {
+        let mut input = frame(OpCode::GetData.code(), &(-1i32).to_be_bytes());
+        input.extend(frame(OpCode::GetData.code(), &[0, 0, 0, 2, 0xff, 0xfe]));
+        input.extend(frame(OpCode::GetData.code(), &[0, 0, 0, 9, b'/']));
+        input.extend(frame(9999, &path_and_watch("/unknown")));
+        input.extend(frame(OpCode::GetData.code(), &path_and_watch("/kept")));
+        assert_eq!(read_paths(&input).collect::<Vec<_>>(), ["/kept"]);
+        // A negative or truncated frame length ends the look ahead.
+        assert_eq!(read_paths(&(-4i32).to_be_bytes()).count(), 0);
+        assert_eq!(read_paths(&[0, 0]).count(), 0);
+    }
+
+    #[test]
+    fn looks_at_a_bounded_number_of_reads() {
+        let one = frame(OpCode::GetData.code(), &path_and_watch("/a"));
+        let input: Vec<u8> = one.repeat(READS_AHEAD_MAX + 5);
+        assert_eq!(read_paths(&input).count(), READS_AHEAD_MAX);
+    }
+}
