@@ -266,6 +266,9 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             bail!("--only names no workload; they are mix, latency, crud, crud-10gb, barrier, watch, treesize, children, statesize, failover, failover-sigterm, elections, rolling-restart, rebalance, rate, session-storm, catchup");
         }
     }
+    if let Some(why) = crate::machine::binary_not_of_tree() {
+        bail!(why);
+    }
     std::fs::create_dir_all(&args.data_dir)?;
     let machine = Machine::probe(&args.data_dir);
     let began = Instant::now();

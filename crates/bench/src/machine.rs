@@ -21,6 +21,33 @@ pub struct Machine {
     pub java: String,
 }
 
+/// The commit this binary was built from (see the crate's build script);
+/// empty when it was built outside a git checkout.
+const BUILT_FROM: &str = env!("PADDOCK_BUILT_FROM");
+
+/// Why this binary must not be measured as the tree's: it was built from
+/// another commit than the one checked out. `None` when they agree or
+/// either is unknown.
+pub fn binary_not_of_tree() -> Option<String> {
+    let head = output("git", &["rev-parse", "HEAD"])?;
+    if BUILT_FROM.is_empty() || head == BUILT_FROM {
+        return None;
+    }
+    Some(format!(
+        "this paddock binary was built from commit {} but the tree is at {}: a build of \
+         another commit into the same target directory left its binary behind. Rebuild it \
+         with `cargo clean --release -p bench && cargo build --release --bin paddock`, then \
+         run the comparison again",
+        short(BUILT_FROM),
+        short(&head)
+    ))
+}
+
+/// A commit as git abbreviates it.
+fn short(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
+}
+
 impl Machine {
     pub fn probe(data_dir: &Path) -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -30,7 +57,7 @@ impl Machine {
             .find_map(|l| l.strip_prefix("MemTotal:"))
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or(0.0);
-        let commit = output("git", &["rev-parse", "--short", "HEAD"]);
+        let commit = (!BUILT_FROM.is_empty()).then(|| short(BUILT_FROM));
         Machine {
             cpu: cpuinfo
                 .lines()
@@ -116,4 +143,17 @@ fn output(program: &str, args: &[&str]) -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_fresh_build_knows_the_commit_it_was_built_from() {
+        // Built within a checkout, as every test run is: a commit since
+        // the last build reruns the build script, which records the new one.
+        if super::output("git", &["rev-parse", "HEAD"]).is_some() {
+            assert_eq!(super::BUILT_FROM.len(), 40);
+            assert_eq!(super::binary_not_of_tree(), None);
+        }
+    }
 }
