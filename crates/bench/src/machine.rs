@@ -34,10 +34,11 @@ pub fn binary_not_of_tree() -> Option<String> {
         return None;
     }
     Some(format!(
-        "this paddock binary was built from commit {} but the tree is at {}: a build of \
-         another commit into the same target directory left its binary behind. Rebuild it \
-         with `cargo clean --release -p bench && cargo build --release --bin paddock`, then \
-         run the comparison again",
+        "this paddock binary was built from commit {} but the tree is at {}, so what it \
+         measures is not the tree's (built before the last commit, or left by a build of \
+         another commit into the same target directory). Rebuild it with `cargo clean \
+         --release -p bench && cargo build --release --bin paddock`, then run the comparison \
+         again",
         short(BUILT_FROM),
         short(&head)
     ))
