@@ -9,22 +9,24 @@
 
 use jute::OpCode;
 
-/// Reads looked ahead at, at most: enough for a socket read's worth of
-/// pipelined requests, and a bound on the work one read may cause.
-pub const READS_AHEAD_MAX: usize = 32;
+/// Frames looked ahead at, at most: enough for a socket read's worth of
+/// pipelined requests, and a bound on the work one socket read may cause.
+pub const FRAMES_AHEAD_MAX: usize = 32;
 
-/// The paths of the reads among the whole frames at the start of `input`
-/// (each a four-byte length, then the request), in order.
-pub fn read_paths(mut input: &[u8]) -> impl Iterator<Item = &str> {
-    std::iter::from_fn(move || loop {
+/// The paths of the reads among the first whole frames at the start of
+/// `input` (each a four-byte length, then the request), in order.
+pub fn read_paths(input: &[u8]) -> impl Iterator<Item = &str> {
+    frames(input).take(FRAMES_AHEAD_MAX).filter_map(read_path)
+}
+
+/// The whole frames at the start of `input`, unframed.
+fn frames(mut input: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
         let (length, rest) = take_i32(input)?;
         let frame = rest.get(..usize::try_from(length).ok()?)?;
         input = &rest[frame.len()..];
-        if let Some(path) = read_path(frame) {
-            return Some(path);
-        }
+        Some(frame)
     })
-    .take(READS_AHEAD_MAX)
 }
 
 /// The path a read request (unframed) starts its body with; `None` for
@@ -101,9 +103,11 @@ mod tests {
     }
 
     #[test]
-    fn looks_at_a_bounded_number_of_reads() {
-        let one = frame(OpCode::GetData.code(), &path_and_watch("/a"));
-        let input: Vec<u8> = one.repeat(READS_AHEAD_MAX + 5);
-        assert_eq!(read_paths(&input).count(), READS_AHEAD_MAX);
+    fn looks_at_a_bounded_number_of_frames() {
+        let write = frame(OpCode::SetData.code(), &path_and_watch("/w"));
+        let read = frame(OpCode::GetData.code(), &path_and_watch("/r"));
+        let mut input = write.repeat(FRAMES_AHEAD_MAX - 1);
+        input.extend(read.repeat(2));
+        assert_eq!(read_paths(&input).collect::<Vec<_>>(), ["/r"]);
     }
 }
