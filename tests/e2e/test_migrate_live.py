@@ -49,6 +49,11 @@ TICK_MS = 200
 INIT_LIMIT_TICKS = 50
 SYNC_LIMIT_TICKS = 25
 SESSION_TIMEOUT_S = 30.0
+# ZooKeeper caps a session's timeout at 20 ticks (4 s here) unless told
+# otherwise; a client's pings then go unanswered after 2.7 s, which a starting
+# JVM on a loaded machine can exceed (CI saw kazoo's ConnectionLoss on the
+# first create). The tests' timeouts are what the clients ask for.
+MAX_SESSION_TIMEOUT_MS = int(SESSION_TIMEOUT_S * 1000)
 MIRROR_ID = 100
 GONE_AFTER_S = 3
 BULK = 300
@@ -73,6 +78,7 @@ class ZooKeeperEnsemble:
         server = Server(workdir / f"zk{sid}", {
             "tickTime": TICK_MS, "initLimit": INIT_LIMIT_TICKS, "syncLimit": SYNC_LIMIT_TICKS,
             "standaloneEnabled": "false", "extendedTypesEnabled": "true",
+            "maxSessionTimeout": MAX_SESSION_TIMEOUT_MS,
             "reconfigEnabled": "true",
             "DigestAuthenticationProvider.superDigest": digest("super", SUPER_PASSWORD),
         }, name=f"zk{sid}", kind="zookeeper")
