@@ -14,6 +14,9 @@ pub struct Machine {
     /// must be woken through the hypervisor, which every hand-off of a
     /// request between threads may pay.
     pub cpu_idle: String,
+    /// Whether the host takes back memory the guest frees (see
+    /// [`free_page_reporting`]).
+    pub free_page_reporting: String,
     /// File system and device of the servers' data directory.
     pub disk: String,
     pub paddock: String,
@@ -69,6 +72,7 @@ impl Machine {
             memory: format!("{:.1} GiB", memory_kib / (1 << 20) as f64),
             kernel: output("uname", &["-sr"]).unwrap_or_else(|| "unknown".into()),
             cpu_idle: cpu_idle(),
+            free_page_reporting: free_page_reporting(),
             disk: output(
                 "df",
                 &["--output=source,fstype", &data_dir.display().to_string()],
@@ -111,6 +115,7 @@ impl Machine {
             ("Memory", self.memory.clone()),
             ("Kernel", self.kernel.clone()),
             ("CPU idle", self.cpu_idle.clone()),
+            ("Free page reporting", self.free_page_reporting.clone()),
             ("Data disk", self.disk.clone()),
             ("Paddock", self.paddock.clone()),
             ("Apache ZooKeeper", self.zookeeper.clone()),
@@ -134,6 +139,31 @@ fn cpu_idle() -> String {
             format!("haltpoll, polling {poll_ns} ns before halting (guest_halt_poll_ns)")
         }
         _ => driver,
+    }
+}
+
+/// `VIRTIO_BALLOON_F_REPORTING`: the feature bit of a virtio balloon that
+/// hands the guest's free memory back to its host.
+const BALLOON_REPORTING_BIT: usize = 5;
+
+/// Whether the hypervisor takes back the memory this guest frees (a
+/// virtio balloon with free page reporting bound): touching that memory
+/// again then costs the host's time, which the guest sees as steal, and
+/// latency stalls of every process in it (see `launch::stolen_time`).
+fn free_page_reporting() -> String {
+    let devices = "/sys/bus/virtio/drivers/virtio_balloon";
+    let reporting = std::fs::read_dir(devices).ok().and_then(|entries| {
+        entries.flatten().find_map(|entry| {
+            let features = std::fs::read_to_string(entry.path().join("features")).ok()?;
+            Some(features.as_bytes().get(BALLOON_REPORTING_BIT) == Some(&b'1'))
+        })
+    });
+    match reporting {
+        Some(true) => "on (a virtio balloon hands freed memory back to the host every 2 s; \
+                       touching it again shows as steal)"
+            .into(),
+        Some(false) => "off (a virtio balloon without it)".into(),
+        None => "off (no virtio balloon bound)".into(),
     }
 }
 

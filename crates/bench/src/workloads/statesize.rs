@@ -95,8 +95,10 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
         })
         .collect();
     let mut last_report = Instant::now();
+    let mut stolen = StolenByStep::new();
     while !loading.is_finished() {
         tokio::time::sleep(Duration::from_millis(100)).await;
+        stolen.sample(step_of(loaded.load(Ordering::Relaxed), total, step));
         if last_report.elapsed().as_secs() >= 5 {
             let mb = loaded.load(Ordering::Relaxed) * args.value_size / (1 << 20);
             eprintln!("  {mb} of {} MB loaded", args.megabytes);
@@ -126,13 +128,15 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
             m.rows.push(
                 Row::new(format!("{from:.0}-{:.0} MB", from + mb_per_step))
                     .at(from + mb_per_step / 2.0)
-                    .latencies(latencies),
+                    .latencies(latencies)
+                    .metric_if_known("stolen_ms", stolen.in_step(i)),
             );
         }
     }
     m.rows.push(
         Row::new("whole run")
             .latencies(&overall)
+            .metric_if_known("stolen_ms", stolen.in_all())
             .cpu_per_op(
                 spent,
                 (loaded.load(Ordering::Relaxed) as u64) + overall.count(),
@@ -149,6 +153,12 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     ));
     m.notes.push(
         "whole run cpu_us_per_op: the servers' CPU over the load, per znode created or probe"
+            .into(),
+    );
+    m.notes.push(
+        "stolen_ms: CPU time the hypervisor took from this machine's CPUs while they were \
+         ready to run (steal in /proc/stat), summed over the CPUs: a stall it lines up with \
+         was not the server's doing"
             .into(),
     );
     load::close_all(loaders).await;
@@ -200,6 +210,50 @@ async fn probe_until(
     Ok(steps)
 }
 
+/// The hypervisor's steal (`launch::stolen_time`) over each step, read
+/// as the load goes: a virtual machine's host can stall every process in
+/// it, and a probe's worst latency should say when it did.
+struct StolenByStep {
+    last: Option<Duration>,
+    steps: Vec<Duration>,
+}
+
+impl StolenByStep {
+    fn new() -> Self {
+        StolenByStep {
+            last: launch::stolen_time(),
+            steps: Vec::new(),
+        }
+    }
+
+    /// Counts the steal since the last sample in `step`.
+    fn sample(&mut self, step: usize) {
+        self.count(step, launch::stolen_time());
+    }
+
+    /// Counts in `step` the steal between the last reading and `now`.
+    fn count(&mut self, step: usize, now: Option<Duration>) {
+        let (Some(last), Some(now)) = (self.last, now) else {
+            return;
+        };
+        if self.steps.len() <= step {
+            self.steps.resize(step + 1, Duration::ZERO);
+        }
+        self.steps[step] += now.saturating_sub(last);
+        self.last = Some(now);
+    }
+
+    fn in_step(&self, step: usize) -> Option<f64> {
+        self.last?;
+        Some(self.steps.get(step).map_or(0.0, |d| d.as_secs_f64() * 1e3))
+    }
+
+    fn in_all(&self) -> Option<f64> {
+        self.last?;
+        Some(self.steps.iter().sum::<Duration>().as_secs_f64() * 1e3)
+    }
+}
+
 /// The step a probe belongs to, with `loaded` of `total` znodes created,
 /// `step` znodes a step. The znodes past the last whole step, and probes
 /// sent after the last create, belong to the last step, not to one past
@@ -212,6 +266,29 @@ fn step_of(loaded: usize, total: usize, step: usize) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn steal_is_counted_in_the_step_it_was_sampled_in() {
+        let ms = Duration::from_millis;
+        let mut stolen = StolenByStep {
+            last: Some(ms(1000)),
+            steps: Vec::new(),
+        };
+        stolen.count(1, Some(ms(1030)));
+        stolen.count(1, Some(ms(1040)));
+        stolen.count(0, None);
+        stolen.count(3, Some(ms(1045)));
+        assert_eq!(stolen.in_step(0), Some(0.0));
+        assert_eq!(stolen.in_step(1), Some(40.0));
+        assert_eq!(stolen.in_step(3), Some(5.0));
+        assert_eq!(stolen.in_step(9), Some(0.0));
+        assert_eq!(stolen.in_all(), Some(45.0));
+        let unknown = StolenByStep {
+            last: None,
+            steps: Vec::new(),
+        };
+        assert_eq!(unknown.in_step(0), None);
+    }
 
     #[test]
     fn probes_after_the_last_create_count_in_the_last_step() {
