@@ -217,9 +217,13 @@ fn measure_one(job: &Job, target: &TargetArgs) -> anyhow::Result<measure::Measur
         .build()
         .context("starting the async runtime")?;
     eprintln!("{} against {}", job.name(), deployment.label());
+    let stolen_before = launch::stolen_time();
     let mut measurement = runtime
         .block_on(job.run(&mut deployment))
         .with_context(|| format!("{} against {}", job.name(), deployment.label()))?;
+    if let (Some(before), Some(after)) = (stolen_before, launch::stolen_time()) {
+        measurement.stolen_ms = Some(after.saturating_sub(before).as_secs_f64() * 1e3);
+    }
     measurement.command = format!(
         "paddock bench {} {} {}",
         job.subcommand(),

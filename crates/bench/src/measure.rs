@@ -192,6 +192,19 @@ pub struct Measurement {
     pub rows: Vec<Row>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// CPU the hypervisor took from this machine while the workload ran
+    /// (`launch::stolen_time`), in milliseconds summed over the CPUs:
+    /// every latency of the run may carry some of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stolen_ms: Option<f64>,
+}
+
+/// What the hypervisor took during a run, for a person reading a table.
+fn stolen_line(stolen_ms: f64) -> String {
+    format!(
+        "the hypervisor took {stolen_ms:.0} ms of this machine's CPU while the workload ran \
+         (steal in /proc/stat, summed over the CPUs): latency stalls may be its doing"
+    )
 }
 
 /// Columns first in this order, then any others by name.
@@ -216,6 +229,7 @@ impl Measurement {
             settings: BTreeMap::new(),
             rows: Vec::new(),
             notes: Vec::new(),
+            stolen_ms: None,
         }
     }
 
@@ -275,6 +289,9 @@ impl Measurement {
         }
         for note in &self.notes {
             let _ = writeln!(out, "note: {note}");
+        }
+        if let Some(stolen) = self.stolen_ms {
+            let _ = writeln!(out, "{}", stolen_line(stolen));
         }
         out
     }

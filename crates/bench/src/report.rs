@@ -718,6 +718,9 @@ impl Results<'_> {
                 let _ = writeln!(md, "- {note}");
             }
         }
+        if let Some(line) = stolen_during(zk, paddock) {
+            let _ = writeln!(md, "- {line}");
+        }
         let _ = writeln!(
             md,
             "\n| | metric | ZooKeeper | Paddock | Paddock vs ZooKeeper |\n|---|---|---:|---:|---:|"
@@ -931,6 +934,26 @@ fn ratio_cell(ratio: Option<f64>) -> String {
     ratio.map_or_else(|| "–".into(), |r| format!("{r:.2}x"))
 }
 
+/// The hypervisor's steal during each system's run, when known: a
+/// virtual machine's host can stall every process in it, and the reader
+/// of a latency should know when it did.
+fn stolen_during(zk: Option<&Measurement>, paddock: Option<&Measurement>) -> Option<String> {
+    let figure = |m: Option<&Measurement>| match m.and_then(|m| m.stolen_ms) {
+        Some(ms) => format!("{ms:.0} ms"),
+        None => "unknown".to_string(),
+    };
+    (zk.and_then(|m| m.stolen_ms).is_some() || paddock.and_then(|m| m.stolen_ms).is_some()).then(
+        || {
+            format!(
+                "CPU the hypervisor took from this machine during the run (steal in /proc/stat, \
+                 summed over the CPUs): ZooKeeper's {}, Paddock's {}",
+                figure(zk),
+                figure(paddock)
+            )
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -949,6 +972,23 @@ mod tests {
             shown_metrics(Some(&zk), Some(&paddock)),
             [("during the catch-up".to_string(), "p99_ms".to_string())]
         );
+    }
+
+    #[test]
+    fn the_hypervisors_steal_is_shown_for_both_systems_when_either_knows_it() {
+        let with = |stolen_ms| {
+            let mut m = Measurement::new("statesize", "", String::new());
+            m.stolen_ms = stolen_ms;
+            m
+        };
+        let (zk, paddock) = (with(Some(12.4)), with(None));
+        let line = stolen_during(Some(&zk), Some(&paddock)).expect("ZooKeeper's is known");
+        assert!(
+            line.ends_with("ZooKeeper's 12 ms, Paddock's unknown"),
+            "{line}"
+        );
+        assert_eq!(stolen_during(Some(&paddock), None), None);
+        assert_eq!(stolen_during(None, None), None);
     }
 
     #[test]
