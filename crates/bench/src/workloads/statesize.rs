@@ -136,7 +136,6 @@ pub async fn run(args: &StateSizeArgs, deployment: &mut Deployment) -> anyhow::R
     m.rows.push(
         Row::new("whole run")
             .latencies(&overall)
-            .metric_if_known("stolen_ms", stolen.in_all())
             .cpu_per_op(
                 spent,
                 (loaded.load(Ordering::Relaxed) as u64) + overall.count(),
@@ -247,11 +246,6 @@ impl StolenByStep {
         self.last?;
         Some(self.steps.get(step).map_or(0.0, |d| d.as_secs_f64() * 1e3))
     }
-
-    fn in_all(&self) -> Option<f64> {
-        self.last?;
-        Some(self.steps.iter().sum::<Duration>().as_secs_f64() * 1e3)
-    }
 }
 
 /// The step a probe belongs to, with `loaded` of `total` znodes created,
@@ -282,7 +276,6 @@ mod tests {
         assert_eq!(stolen.in_step(1), Some(40.0));
         assert_eq!(stolen.in_step(3), Some(5.0));
         assert_eq!(stolen.in_step(9), Some(0.0));
-        assert_eq!(stolen.in_all(), Some(45.0));
         let unknown = StolenByStep {
             last: None,
             steps: Vec::new(),
