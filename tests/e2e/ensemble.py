@@ -100,12 +100,18 @@ class Member:
         return (f"server.{self.id}={self.host}:{self.peer_port}:"
                 f"{self.election_port}{role};{self.port}")
 
-    def log_tail(self, lines: int = 40) -> str:
+    def log_text(self) -> Optional[str]:
+        """The server's log without tracing's colours; None if unreadable."""
         try:
             text = self.log_path.read_text(errors="replace")
         except OSError:
+            return None
+        return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+    def log_tail(self, lines: int = 40) -> str:
+        text = self.log_text()
+        if text is None:
             return "(no log)"
-        text = re.sub(r"\x1b\[[0-9;]*m", "", text)   # tracing's colours
         return "\n".join(text.splitlines()[-lines:])
 
     # ------------------------------------------------------------ life

@@ -284,8 +284,13 @@ def test_follower_restarted_with_wiped_data_catches_up(make_ensemble, snap_count
     assert tree[f"{root}/before-0"][0] == b"changed"
     verify_acknowledged(ens, writers)
     ens.assert_trees_identical()
-    restored = "restored a snapshot from the leader" in victim.log_path.read_text(errors="replace")
+    log = victim.log_text() or ""
+    restored = "restored a snapshot from the leader" in log
     assert restored == (way == "snapshot"), f"{victim.name} caught up by {way}?"
+    if restored:
+        # decoded while its pieces arrived, not read back from disk after
+        assert "decoded_as_it_arrived=true" in log, \
+            f"{victim.name} read the leader's snapshot back from disk"
 
 
 @pytest.mark.timeout(120)

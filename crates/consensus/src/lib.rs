@@ -22,6 +22,8 @@
 //!   location, the newest entries cached, older ones read back from disk.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
+//! - `arriving`: a snapshot from the leader, readable by the state machine
+//!   while its pieces are still being written.
 //! - `status`: role, term and indexes published for monitoring.
 //! - `transport`: the peer port: raft messages, control messages, snapshot
 //!   pieces and application payloads between servers over long-lived TCP
@@ -30,6 +32,7 @@
 //! Standalone mode is a group of one voter on this same path, with
 //! [`NoPeers`] for its network.
 
+mod arriving;
 mod backlog;
 mod durable;
 mod error;
@@ -48,6 +51,7 @@ mod snapshot;
 mod status;
 mod transport;
 
+pub use arriving::ArrivingSnapshot;
 pub use backlog::Unapplied;
 pub use durable::{read_stopped_log, RecoveredLog, StoppedLog};
 pub use error::Error;

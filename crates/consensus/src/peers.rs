@@ -471,6 +471,13 @@ impl AsRef<[u8]> for Unwritten {
     }
 }
 
+/// Written, the piece frees its connection's credit.
+impl From<Unwritten> for Bytes {
+    fn from(written: Unwritten) -> Bytes {
+        written.data
+    }
+}
+
 /// A snapshot being written: pieces go to a blocking task that writes them
 /// into the store; `None` ends it, and dropping the sender aborts it.
 struct Import {

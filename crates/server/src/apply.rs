@@ -34,6 +34,7 @@ use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
 use crate::pipeline;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
+use crate::snapshot_arrival::Arrivals;
 use crate::snapshot_job::{Running, SnapshotJob};
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 
@@ -86,6 +87,8 @@ const SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
     pub snapshots: Arc<Snapshots>,
+    /// The snapshots the leader sends, decoded while they arrive.
+    pub arrivals: Arc<Arrivals>,
     pub snapshot_job: SnapshotJob,
     /// The group's voters and learners as of the last entry applied, for
     /// the snapshots taken here.
@@ -165,23 +168,19 @@ impl ApplyLoop {
     /// durable in the snapshot directory. Watches are not fired for what
     /// the snapshot changed; sessions it holds get a fresh full timeout.
     fn restore(&mut self, meta: &SnapshotMeta) -> Result<(), ApplyError> {
-        let loaded = self
-            .snapshots
-            .at(meta.index)
-            .map_err(|e| ApplyError::Restore {
-                index: meta.index,
-                reason: e.to_string(),
-            })?;
-        let Some((found, mut reader)) = loaded else {
-            return Err(ApplyError::Restore {
-                index: meta.index,
-                reason: "it is no longer on disk (newer snapshots replaced it)".into(),
-            });
+        let arrived = self.arrivals.take(meta.index);
+        let decoded_as_it_arrived = matches!(arrived, Some(Ok(_)));
+        let (found, mut tree) = match arrived {
+            Some(Ok(decoded)) => decoded,
+            Some(Err(reason)) => {
+                tracing::warn!(
+                    index = meta.index,
+                    "decoding the snapshot as it arrived failed ({reason}); reading it from disk"
+                );
+                self.read_snapshot(meta.index)?
+            }
+            None => self.read_snapshot(meta.index)?,
         };
-        let mut tree = DataTree::read_snapshot(&mut reader).map_err(|e| ApplyError::Restore {
-            index: found.index,
-            reason: e.to_string(),
-        })?;
         crate::membership::install(&mut tree, &self.shared.config);
         let now = Instant::now();
         for (id, info) in tree.sessions() {
@@ -204,14 +203,33 @@ impl ApplyLoop {
             std::mem::replace(&mut published.tree, tree)
         };
         self.shared.applied.send_replace(found.index);
+        self.arrivals.forget_through(found.index);
         // Freed after the lock is released: the old tree may be large.
         drop(replaced);
         tracing::info!(
             zxid = found.index,
             nodes,
+            decoded_as_it_arrived,
             "restored a snapshot from the leader"
         );
         Ok(())
+    }
+
+    /// The snapshot at `index` from the snapshot directory.
+    fn read_snapshot(&self, index: u64) -> Result<(SnapshotMeta, DataTree), ApplyError> {
+        let restore_error = |reason: String| ApplyError::Restore { index, reason };
+        let loaded = self
+            .snapshots
+            .at(index)
+            .map_err(|e| restore_error(e.to_string()))?;
+        let Some((found, mut reader)) = loaded else {
+            return Err(restore_error(
+                "it is no longer on disk (newer snapshots replaced it)".into(),
+            ));
+        };
+        let tree =
+            DataTree::read_snapshot(&mut reader).map_err(|e| restore_error(e.to_string()))?;
+        Ok((found, tree))
     }
 
     fn apply_batch(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Result<(), ApplyError> {
@@ -242,6 +260,7 @@ impl ApplyLoop {
         };
         self.applied_through = last;
         self.shared.applied.send_replace(last_index);
+        self.arrivals.forget_through(last_index);
         for (waiter, committed) in replies {
             // The connection may have gone; its reply has nowhere to go.
             let _ = waiter.send(committed);

@@ -52,6 +52,7 @@ mod server;
 mod session;
 mod session_order;
 mod shared;
+mod snapshot_arrival;
 mod snapshot_job;
 mod snapshot_schedule;
 mod stats;

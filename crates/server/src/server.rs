@@ -26,6 +26,7 @@ use crate::ensemble::{Ensemble, PeerNote};
 use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
 use crate::shared::{now_ms, stamped_txn, Published, Shared, SocketSlot, Waiter};
+use crate::snapshot_arrival::Arrivals;
 use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
 use crate::stats::Stats;
 use crate::throttle::{ConnectionThrottle, LargeRequests, RequestGate};
@@ -222,11 +223,13 @@ pub async fn run(
         config,
     });
     let _ = shared_later.set(Arc::downgrade(&shared));
+    // Before the peers are heard, so that a snapshot they send is decoded
+    // as it arrives.
+    let apply = apply_loop(&shared, snapshots.clone(), membership);
     if let Some((ensemble, network)) = &shared.peers {
         start_peer_transport(&shared, ensemble, network).await?;
     }
 
-    let apply = apply_loop(&shared, snapshots.clone(), membership);
     let mut apply_task = tokio::spawn(apply.run(committed_rx));
 
     let listeners = ClientListeners::bind(&shared)?;
@@ -381,6 +384,7 @@ fn apply_loop(
     );
     ApplyLoop {
         shared: shared.clone(),
+        arrivals: Arrivals::decode_from(&snapshots),
         snapshots,
         snapshot_job: Default::default(),
         membership,

@@ -154,9 +154,31 @@ impl SnapshotStore {
         retain: usize,
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<(), StorageError> {
+        self.save_with(index, retain, self.direct_after_bytes, write)
+    }
+
+    /// [`SnapshotStore::save`] for a snapshot nobody will read back soon:
+    /// all of it bypasses the page cache where the file system allows, so
+    /// writing it costs no CPU copying it there.
+    pub fn save_uncached(
+        &self,
+        index: u64,
+        retain: usize,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), StorageError> {
+        self.save_with(index, retain, 0, write)
+    }
+
+    fn save_with(
+        &self,
+        index: u64,
+        retain: usize,
+        direct_after_bytes: u64,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), StorageError> {
         let n = self.temp_counter.fetch_add(1, Ordering::Relaxed);
         let temp = self.dir.join(format!("snap-{index:016x}.{n}.tmp"));
-        let result = self.write_temp(&temp, index, write);
+        let result = self.write_temp(&temp, index, direct_after_bytes, write);
         if let Err(e) = result {
             if let Err(rm) = self.fs.remove_file(&temp) {
                 if rm.kind() != io::ErrorKind::NotFound {
@@ -180,12 +202,13 @@ impl SnapshotStore {
         &self,
         temp: &Path,
         index: u64,
+        direct_after_bytes: u64,
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<(), StorageError> {
         let ctx = || format!("writing snapshot {}", temp.display());
         let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
         let direct = self.fs.open_direct(temp).map_err(io_context(ctx))?;
-        let mut out = ChecksummedWriter::new(file.as_mut(), direct, self.direct_after_bytes);
+        let mut out = ChecksummedWriter::new(file.as_mut(), direct, direct_after_bytes);
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
         out.write_all(&index.to_le_bytes())
             .map_err(io_context(ctx))?;
