@@ -156,6 +156,14 @@ mod tests {
         snapshots.install(index, 2, chunks)
     }
 
+    /// A follower's snapshot directory, decoding what arrives there.
+    fn follower() -> (Snapshots, Arc<Arrivals>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let snapshots = Snapshots::open(dir.path()).unwrap();
+        let arrivals = Arrivals::decode_from(&snapshots);
+        (snapshots, arrivals, dir)
+    }
+
     fn snapshot_bytes(tree: &DataTree) -> Vec<u8> {
         let mut bytes = Vec::new();
         tree.write_snapshot(&mut bytes).unwrap();
@@ -165,9 +173,7 @@ mod tests {
     #[test]
     fn an_installed_snapshot_is_taken_decoded_once_and_only_at_its_index() {
         let (sent, file) = leader_snapshot(42);
-        let dir = tempfile::tempdir().unwrap();
-        let snapshots = Snapshots::open(dir.path()).unwrap();
-        let arrivals = Arrivals::decode_from(&snapshots);
+        let (snapshots, arrivals, _dir) = follower();
         install(&snapshots, 42, &file);
         assert!(arrivals.take(41).is_none());
         let (meta, decoded) = arrivals.take(42).expect("decoded").unwrap();
@@ -180,9 +186,7 @@ mod tests {
     #[test]
     fn a_snapshot_raft_will_not_hand_over_is_let_go() {
         let (_, file) = leader_snapshot(42);
-        let dir = tempfile::tempdir().unwrap();
-        let snapshots = Snapshots::open(dir.path()).unwrap();
-        let arrivals = Arrivals::decode_from(&snapshots);
+        let (snapshots, arrivals, _dir) = follower();
         install(&snapshots, 42, &file);
         arrivals.forget_through(41);
         arrivals.forget_through(42);
@@ -192,9 +196,7 @@ mod tests {
     #[test]
     fn a_transfer_given_up_after_its_last_byte_is_no_tree() {
         let (_, file) = leader_snapshot(42);
-        let dir = tempfile::tempdir().unwrap();
-        let snapshots = Snapshots::open(dir.path()).unwrap();
-        let arrivals = Arrivals::decode_from(&snapshots);
+        let (snapshots, arrivals, _dir) = follower();
         assert!(transfer(&snapshots, 42, &file, false).is_err());
         assert!(arrivals.take(42).expect("decoding").is_err());
     }
@@ -204,9 +206,7 @@ mod tests {
         let (_, mut file) = leader_snapshot(42);
         let last = file.len() - 1;
         file[last] ^= 1; // the tree's checksum
-        let dir = tempfile::tempdir().unwrap();
-        let snapshots = Snapshots::open(dir.path()).unwrap();
-        let arrivals = Arrivals::decode_from(&snapshots);
+        let (snapshots, arrivals, _dir) = follower();
         install(&snapshots, 42, &file);
         assert!(arrivals.take(42).expect("decoding").is_err());
     }
