@@ -389,16 +389,22 @@ fn stream_snapshot(
             "raft asked for snapshot {index}, the newest is {found}"
         ));
     }
-    let mut buf = vec![0u8; SNAPSHOT_PIECE_BYTES];
     let mut sent_bytes = 0u64;
     loop {
-        let read = read_full(&mut reader, &mut buf).map_err(|e| e.to_string())?;
+        // Read straight into the piece's own memory, which the queue then
+        // holds until it is sent: no copy of the file's bytes but the
+        // kernel's.
+        let mut data = Vec::with_capacity(SNAPSHOT_PIECE_BYTES);
+        let read = (&mut reader)
+            .take(SNAPSHOT_PIECE_BYTES as u64)
+            .read_to_end(&mut data)
+            .map_err(|e| e.to_string())?;
         // A short read is the end of the file (an exact multiple of the
         // piece size ends with an empty last piece).
         let piece = SnapshotPiece {
             index,
-            data: Bytes::copy_from_slice(&buf[..read]),
-            last: read < buf.len(),
+            data: Bytes::from(data),
+            last: read < SNAPSHOT_PIECE_BYTES,
         };
         let last = piece.last;
         queue_paced(transport, to, piece)?;
@@ -409,17 +415,6 @@ fn stream_snapshot(
     }
     tracing::info!(peer = to, index, bytes = sent_bytes, "snapshot sent");
     Ok(())
-}
-
-fn read_full(reader: &mut dyn Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match reader.read(&mut buf[filled..])? {
-            0 => break,
-            n => filled += n,
-        }
-    }
-    Ok(filled)
 }
 
 fn queue_paced(transport: &Transport, to: u64, piece: SnapshotPiece) -> Result<(), String> {
@@ -523,10 +518,11 @@ impl SnapshotInbox {
             self.imports.insert(from, self.start(piece.index));
         }
         let import = &self.imports[&from];
-        // A copy: the piece shares the peer connection's read buffer, which
-        // must not stay pinned while the piece waits for the disk.
+        // Kept as it arrived: a whole piece has memory of its own, and a
+        // shorter one keeps at most a read's worth of the connection's
+        // buffer alive while it waits for the disk.
         let _ = import.pieces.send(Some(Unwritten {
-            data: Bytes::copy_from_slice(&piece.data),
+            data: piece.data,
             _credit: credit,
         }));
         if piece.last {

@@ -678,8 +678,6 @@ impl Hello {
     }
 }
 
-/// Takes one frame off the front of `buf`: `Ok(None)` when more bytes are
-/// needed. The length is checked before anything is reserved for it.
 /// Proposals and read-index requests that reach a server which is not the
 /// leader are passed on to the leader by raft with their original sender's
 /// id, so they arrive with a `from` other than the connection's server.
@@ -691,10 +689,27 @@ fn is_relayed(message: &Message) -> bool {
     )
 }
 
+/// Takes one frame off the front of `buf`: `Ok(None)` when more bytes are
+/// needed. Reserves nothing: `next_frame` decides where a frame is read.
 fn decode_frame(
     buf: &mut BytesMut,
     frame_bytes_max: usize,
 ) -> Result<Option<(u8, Bytes)>, PeerError> {
+    let Some(total) = frame_total(buf, frame_bytes_max)? else {
+        return Ok(None);
+    };
+    if buf.len() < total {
+        return Ok(None);
+    }
+    let mut frame = buf.split_to(total);
+    frame.advance(LENGTH_BYTES);
+    let kind = frame.get_u8();
+    Ok(Some((kind, frame.freeze())))
+}
+
+/// The whole size of the frame `buf` starts with, its length included,
+/// once that length is in: checked before anything is reserved for it.
+fn frame_total(buf: &[u8], frame_bytes_max: usize) -> Result<Option<usize>, PeerError> {
     let Some(&length) = buf.first_chunk::<LENGTH_BYTES>() else {
         return Ok(None);
     };
@@ -710,15 +725,7 @@ fn decode_frame(
             max: frame_bytes_max,
         });
     }
-    let total = LENGTH_BYTES + length;
-    if buf.len() < total {
-        buf.reserve(total - buf.len());
-        return Ok(None);
-    }
-    let mut frame = buf.split_to(total);
-    frame.advance(LENGTH_BYTES);
-    let kind = frame.get_u8();
-    Ok(Some((kind, frame.freeze())))
+    Ok(Some(LENGTH_BYTES + length))
 }
 
 /// Appends `item` as one frame. On failure `out` is left as it was.
@@ -768,7 +775,8 @@ fn encode_control(control: Control, out: &mut Vec<u8>) {
     }
 }
 
-/// The piece shares `body`'s buffer: the receiver copies what it keeps.
+/// The piece keeps `body`'s memory: a whole piece is read into memory of
+/// its own (`read_into_own_buffer`), so the receiver keeps it as it is.
 fn decode_snapshot_piece(mut body: Bytes) -> Result<SnapshotPiece, PeerError> {
     let bad = PeerError::BadSnapshotPiece { len: body.len() };
     if body.len() < SNAPSHOT_PIECE_HEADER_BYTES {
@@ -1139,8 +1147,8 @@ impl Acceptor {
                 // Cancel safety: `cancelled` only waits. Fires on shutdown or
                 // when a newer connection of this peer takes over.
                 () = slot.token.cancelled() => return Ok(()),
-                // Cancel safety: `next_frame` keeps partial input in `buf`;
-                // besides, the only other branch abandons the connection.
+                // Cancel safety: a frame half read may be lost, but the
+                // only other branch abandons the connection.
                 frame = next_frame(&mut stream, &mut buf, self.frame_bytes_max) => frame?,
             };
             let Some((kind, body)) = frame else {
@@ -1308,6 +1316,11 @@ async fn next_frame(
         if let Some(frame) = decode_frame(buf, frame_bytes_max)? {
             return Ok(Some(frame));
         }
+        if let Some(total) = frame_total(buf, frame_bytes_max)? {
+            if total > READ_CHUNK_BYTES {
+                return read_into_own_buffer(stream, buf, total).await.map(Some);
+            }
+        }
         buf.reserve(READ_CHUNK_BYTES);
         if stream.read_buf(buf).await? == 0 {
             return if buf.is_empty() {
@@ -1317,6 +1330,31 @@ async fn next_frame(
             };
         }
     }
+}
+
+/// The rest of a frame of `total` bytes, of which `buf` holds the start,
+/// read into memory of its own rather than into `buf`. A frame split
+/// off the connection's buffer shares its memory: a snapshot piece waiting
+/// for the disk would keep the whole buffer alive, and the follower copied
+/// each piece out of it (a megabyte a piece). Read alone, the piece is
+/// kept as it arrived, and `buf` never grows past a read's worth.
+async fn read_into_own_buffer(
+    stream: &mut (impl AsyncRead + Unpin),
+    buf: &mut BytesMut,
+    total: usize,
+) -> Result<(u8, Bytes), PeerError> {
+    let mut frame = BytesMut::with_capacity(total);
+    frame.extend_from_slice(buf);
+    buf.clear();
+    while frame.len() < total {
+        let missing = (total - frame.len()) as u64;
+        if (&mut *stream).take(missing).read_buf(&mut frame).await? == 0 {
+            return Err(PeerError::Truncated);
+        }
+    }
+    frame.advance(LENGTH_BYTES);
+    let kind = frame.get_u8();
+    Ok((kind, frame.freeze()))
 }
 
 #[cfg(test)]
@@ -1983,6 +2021,69 @@ mod tests {
         assert_eq!(kind, KIND_RAFT);
         assert_eq!(Message::parse_from_bytes(&body).unwrap(), append(1, 2, 5));
         assert!(buf.is_empty());
+    }
+
+    /// Frames written to a pipe a few kilobytes at a time, then its end.
+    fn trickled(frames: &[Outbound], cut: usize) -> tokio::io::DuplexStream {
+        let mut out = Vec::new();
+        for frame in frames {
+            encode_frame(frame, &mut out).unwrap();
+        }
+        out.truncate(out.len() - cut);
+        let (mut writer, reader) = tokio::io::duplex(READ_CHUNK_BYTES / 4);
+        tokio::spawn(async move {
+            for chunk in out.chunks(10_000) {
+                writer.write_all(chunk).await.unwrap();
+            }
+        });
+        reader
+    }
+
+    #[tokio::test]
+    async fn a_frame_larger_than_a_read_is_read_into_memory_of_its_own() {
+        within(async {
+            let max = 4 << 20;
+            let data: Bytes = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+            let frames = [
+                Outbound::App(Bytes::from_static(b"before")),
+                Outbound::Snapshot(SnapshotPiece {
+                    index: 7,
+                    data: data.clone(),
+                    last: true,
+                }),
+                Outbound::App(Bytes::from_static(b"after")),
+            ];
+            let mut stream = trickled(&frames, 0);
+            let mut buf = BytesMut::new();
+            let mut read = Vec::new();
+            while let Some(frame) = next_frame(&mut stream, &mut buf, max).await.unwrap() {
+                assert!(
+                    buf.capacity() <= 2 * READ_CHUNK_BYTES,
+                    "the connection's buffer grew to {} bytes",
+                    buf.capacity()
+                );
+                read.push(frame);
+            }
+            assert_eq!(read.len(), 3);
+            assert_eq!(read[0], (KIND_APP, Bytes::from_static(b"before")));
+            assert_eq!(read[1].0, KIND_SNAPSHOT);
+            let piece = decode_snapshot_piece(read[1].1.clone()).unwrap();
+            assert_eq!((piece.index, piece.last), (7, true));
+            assert!(piece.data == data, "the piece's bytes, in order");
+            assert_eq!(read[2], (KIND_APP, Bytes::from_static(b"after")));
+
+            let mut cut_short = trickled(&frames[..2], 1);
+            let mut buf = BytesMut::new();
+            assert!(next_frame(&mut cut_short, &mut buf, max)
+                .await
+                .unwrap()
+                .is_some());
+            assert!(matches!(
+                next_frame(&mut cut_short, &mut buf, max).await,
+                Err(PeerError::Truncated)
+            ));
+        })
+        .await;
     }
 
     #[test]
