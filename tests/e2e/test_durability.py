@@ -27,9 +27,11 @@ def wal_segments(server):
 
 def snapshots(server):
     """Finished snapshots: a `.tmp` file is one being written right now, a
-    `.removing` one an old snapshot being freed."""
+    `.removing` one an old snapshot being freed, and `snap.spare` an old
+    snapshot kept for the next one to be written over."""
     directory = server.data_dir / "version-paddock" / "snapshots"
-    return sorted(p for p in directory.glob("*") if p.suffix not in (".tmp", ".removing"))
+    return sorted(p for p in directory.glob("*")
+                  if p.suffix not in (".tmp", ".removing", ".spare"))
 
 
 def files_in_flight(server):
@@ -78,8 +80,9 @@ def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
 @pytest.mark.parametrize("caught", [".tmp", ".removing"])
 def test_a_kill_while_a_snapshot_is_written_or_a_file_removed_loses_nothing(
         server_factory, kazoo_factory, caught):
-    """SIGKILL the moment a snapshot is being written (`.tmp`) or an old
-    snapshot is being freed (`.removing`, 2 MB at a time), while a client
+    """SIGKILL the moment a snapshot is being written (`.tmp`, over the
+    spare) or an old log segment or snapshot is being freed (`.removing`,
+    2 MB at a time), while a client
     writes: every acknowledged write is there after the restart, and what
     was in flight is cleaned up."""
     s = server_factory({"snapCount": "200"})

@@ -74,6 +74,7 @@ mod fs;
 mod record;
 mod removal;
 mod snapshot;
+mod snapshot_spare;
 mod snapshot_write;
 mod wal;
 mod wal_read;

@@ -20,9 +20,15 @@
 //! [`SnapshotStore::latest`] reads a candidate file once, in full, computing
 //! the checksum as it goes; only if it verifies does it hand out a reader,
 //! over the same open file rewound to the payload. So the caller never sees a
-//! byte of a bad snapshot, at the price of reading each snapshot twice. (The
-//! open handle also keeps the file readable if a concurrent
-//! [`SnapshotStore::save`] prunes it meanwhile.)
+//! byte of a bad snapshot, at the price of reading each snapshot twice. A
+//! snapshot pruned while it is being read is removed, never written over
+//! (see below); the reader sees it cut short.
+//!
+//! # The spare
+//!
+//! The newest snapshot pruned is renamed `snap.spare` rather than removed,
+//! and the next snapshot is written over it, so that its page-cache pages
+//! and disk blocks are used again (`snapshot_spare` says why and when).
 
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -34,6 +40,7 @@ use tracing::{debug, warn};
 use crate::error::{io_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs};
 use crate::removal;
+use crate::snapshot_spare::{Spare, SPARE_NAME};
 use crate::snapshot_write::{direct_after_bytes, ChecksummedWriter};
 
 const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
@@ -91,6 +98,9 @@ pub struct SnapshotStore {
     temp_counter: AtomicU64,
     /// Where a snapshot being written stops going through the page cache.
     direct_after_bytes: u64,
+    /// The pruned snapshot the next one is written over, and who reads
+    /// which snapshot.
+    spare: Arc<Spare>,
 }
 
 impl SnapshotStore {
@@ -110,11 +120,16 @@ impl SnapshotStore {
                 format!("syncing directory {}", parent.display())
             }))?;
         }
+        let names = fs.list_dir(dir).map_err(io_context(|| {
+            format!("listing snapshot directory {}", dir.display())
+        }))?;
+        let direct_after_bytes = direct_after_bytes();
         let store = SnapshotStore {
             dir: dir.to_path_buf(),
             fs,
             temp_counter: AtomicU64::new(0),
-            direct_after_bytes: direct_after_bytes(),
+            direct_after_bytes,
+            spare: Spare::new(names.iter().any(|n| n == SPARE_NAME), direct_after_bytes),
         };
         removal::remove_leftovers(store.fs.as_ref(), dir).map_err(io_context(|| {
             format!(
@@ -141,8 +156,9 @@ impl SnapshotStore {
     }
 
     /// Writes the snapshot for `index` (caller's index space): `write` streams
-    /// the payload into a buffered temp file; then the trailer is appended,
-    /// the file fsynced, renamed to its final name, and the directory fsynced.
+    /// the payload into a temp file (the spare, if there is one, written
+    /// over: `snapshot_spare`); then the trailer is appended, the file
+    /// fsynced, renamed to its final name, and the directory fsynced.
     /// Finally only the newest `retain` snapshots (by index) are kept;
     /// `retain` 0 is taken as 1. Saving an index that exists replaces it.
     ///
@@ -206,7 +222,17 @@ impl SnapshotStore {
         write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<(), StorageError> {
         let ctx = || format!("writing snapshot {}", temp.display());
-        let mut file = self.fs.create(temp).map_err(io_context(ctx))?;
+        let spare = self.dir.join(SPARE_NAME);
+        let mut file = if self
+            .spare
+            .take(self.fs.as_ref(), &spare, temp)
+            .map_err(io_context(ctx))?
+        {
+            self.fs.open_write(temp)
+        } else {
+            self.fs.create(temp)
+        }
+        .map_err(io_context(ctx))?;
         let direct = self.fs.open_direct(temp).map_err(io_context(ctx))?;
         let mut out = ChecksummedWriter::new(file.as_mut(), direct, direct_after_bytes);
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
@@ -219,14 +245,18 @@ impl SnapshotStore {
         trailer[8..12].copy_from_slice(&out.crc().to_le_bytes());
         trailer[12..16].copy_from_slice(&TRAILER_MAGIC);
         out.write_all(&trailer).map_err(io_context(ctx))?;
+        let len = out.offset();
         out.finish().map_err(io_context(ctx))?;
+        // Written over the spare, the file may go on past the snapshot.
+        file.set_len(len).map_err(io_context(ctx))?;
         file.sync_all().map_err(io_context(|| {
             format!("fsync of snapshot {}", temp.display())
         }))
     }
 
-    /// Removes all but the newest `retain` snapshots. Failures only cost disk
-    /// space, so they are logged, not returned.
+    /// Removes all but the newest `retain` snapshots, keeping the newest of
+    /// those as the spare if it may be. Failures only cost disk space, so
+    /// they are logged, not returned.
     fn prune(&self, retain: usize) {
         let mut indices = match self.snapshot_indices() {
             Ok(indices) => indices,
@@ -241,6 +271,16 @@ impl SnapshotStore {
         indices.sort_unstable_by(|a, b| b.cmp(a));
         for index in &indices[retain..] {
             let path = self.dir.join(snapshot_name(*index));
+            match self.keep_as_spare(*index, &path) {
+                Ok(true) => {
+                    debug!(file = %path.display(), "kept old snapshot as the spare");
+                    continue;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    warn!(file = %path.display(), error = %e, "could not keep old snapshot as the spare")
+                }
+            }
             match removal::remove_gradually(self.fs.as_ref(), &self.dir, &path) {
                 Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
@@ -249,6 +289,13 @@ impl SnapshotStore {
                 }
             }
         }
+    }
+
+    /// Makes the pruned snapshot at `index` the spare, if it may be.
+    fn keep_as_spare(&self, index: u64, path: &Path) -> io::Result<bool> {
+        let bytes = self.fs.open_read(path)?.seek(SeekFrom::End(0))?;
+        self.spare
+            .keep(self.fs.as_ref(), &self.dir, path, index, bytes)
     }
 
     /// The newest snapshot that verifies, as (index in the caller's index
@@ -292,6 +339,7 @@ impl SnapshotStore {
     /// success returns a reader over the payload of the same open file.
     fn verify(&self, path: &Path, index: u64) -> Result<SnapshotReader, StorageError> {
         let ctx = || format!("reading snapshot {}", path.display());
+        let reading = self.spare.reading(index);
         let mut file = self.fs.open_read(path).map_err(io_context(ctx))?;
         let file_len = file.seek(SeekFrom::End(0)).map_err(io_context(ctx))?;
         file.seek(SeekFrom::Start(0)).map_err(io_context(ctx))?;
@@ -375,10 +423,10 @@ impl SnapshotStore {
         let mut file = reader.into_inner();
         file.seek(SeekFrom::Start(HEADER_BYTES))
             .map_err(io_context(ctx))?;
-        let payload: SnapshotReader = Box::new(BufReader::with_capacity(
+        let payload: SnapshotReader = Box::new(reading.guard(BufReader::with_capacity(
             IO_BUFFER_BYTES,
             file.take(payload_len),
-        ));
+        )));
         Ok(payload)
     }
 
@@ -435,5 +483,26 @@ mod tests {
         let mut read = Vec::new();
         reader.read_to_end(&mut read).unwrap();
         assert!(read == payload, "the payload reads back as written");
+    }
+
+    /// A snapshot larger than the page cache keeps of one is removed when
+    /// pruned, not kept as the spare: writing over it would save nothing
+    /// past that point, and it would cost a snapshot's worth of disk.
+    #[test]
+    fn a_pruned_snapshot_past_the_page_cached_size_is_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = SnapshotStore::open(dir.path()).unwrap();
+        store.spare = Spare::new(false, 1 << 20);
+        let spare = dir.path().join(SPARE_NAME);
+        let save = |index, len| {
+            store
+                .save(index, 1, |out| out.write_all(&vec![7; len]))
+                .unwrap()
+        };
+        save(1, 2 << 20);
+        save(2, 1000);
+        assert!(!spare.exists(), "a large snapshot was kept as the spare");
+        save(3, 1000);
+        assert!(spare.exists(), "a small snapshot was not kept as the spare");
     }
 }

@@ -79,13 +79,76 @@ fn only_the_newest_retain_snapshots_are_kept() {
     for index in [10, 20, 30, 40] {
         save(&store, index, 2, &payload(index, 100));
     }
+    // The newest of those pruned is kept, to be written over by the next.
     assert_eq!(
         names(tmp.path()),
-        vec!["snap-000000000000001e.snap", "snap-0000000000000028.snap"]
+        vec![
+            "snap-000000000000001e.snap",
+            "snap-0000000000000028.snap",
+            "snap.spare"
+        ]
     );
     save(&store, 50, 0, b"retain 0 is taken as 1");
-    assert_eq!(names(tmp.path()), vec!["snap-0000000000000032.snap"]);
+    assert_eq!(
+        names(tmp.path()),
+        vec!["snap-0000000000000032.snap", "snap.spare"]
+    );
     assert_eq!(latest(&store).map(|(i, _)| i), Some(50));
+}
+
+fn inode(path: &Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&fs::metadata(path).expect("metadata"))
+}
+
+#[test]
+fn the_next_snapshot_is_written_over_the_one_pruned_even_after_a_restart() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let spare = tmp.path().join("snap.spare");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 1, &payload(1, 3 << 20));
+    let first = inode(&tmp.path().join("snap-0000000000000001.snap"));
+    save(&store, 2, 1, &payload(2, 1000));
+    assert_eq!(inode(&spare), first, "the pruned snapshot is the spare");
+
+    // Shorter than the file it is written over, it ends where it ends.
+    save(&store, 3, 1, &payload(3, 5000));
+    assert_eq!(inode(&tmp.path().join("snap-0000000000000003.snap")), first);
+    assert_eq!(latest(&store), Some((3, payload(3, 5000))));
+
+    let store = SnapshotStore::open(tmp.path()).expect("reopen");
+    let second = inode(&spare);
+    save(&store, 4, 1, &payload(4, 4 << 20));
+    assert_eq!(
+        inode(&tmp.path().join("snap-0000000000000004.snap")),
+        second
+    );
+    assert_eq!(latest(&store), Some((4, payload(4, 4 << 20))));
+}
+
+#[test]
+fn a_snapshot_being_read_is_removed_when_pruned_never_written_over() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    save(&store, 1, 1, &payload(1, 3 << 20));
+    let mut sending = store.at(1).expect("at").expect("snapshot 1");
+    save(&store, 2, 1, &payload(2, 1000));
+    save(&store, 3, 1, &payload(3, 1000));
+    // Snapshot 1 was not kept as the spare, so 3 could not be written
+    // over it: the reader sees it cut short, never another's bytes.
+    let mut read = Vec::new();
+    let _ = sending.read_to_end(&mut read);
+    let whole = payload(1, 3 << 20);
+    assert!(read.len() < whole.len(), "a removed snapshot read whole");
+    assert!(
+        whole.starts_with(&read),
+        "a removed snapshot read other bytes"
+    );
+    drop(sending);
+    assert_eq!(
+        names(tmp.path()),
+        vec!["snap-0000000000000003.snap", "snap.spare"]
+    );
+    assert_eq!(latest(&store), Some((3, payload(3, 1000))));
 }
 
 #[test]
