@@ -3,9 +3,11 @@
 //! Written into a new file, every byte of a snapshot goes into page-cache
 //! pages the kernel first has to find, and on a machine whose free memory
 //! goes back to its host (this one's virtio balloon reports free pages
-//! every 2 s) taking those pages costs far more than copying into them:
-//! `dd` of 256 MB into a new file took 0.69 s of system time here, over
-//! the cached pages of an existing one 0.04 s. Among 1M znodes under
+//! every 2 s) taking those pages can cost far more than copying into them:
+//! `dd` of 256 MB into a new file took 0.05 to 0.69 s of system time here
+//! in one session (the dearer when the pages it was given had gone back to
+//! the host), over the cached pages of an existing one 0.04 s. Pages kept
+//! in a file are never free, so never go back. Among 1M znodes under
 //! writes, that copy (`copy_folio_from_iter_atomic`) was 11.6% of the
 //! server's samples, nearly half of what the snapshot thread took
 //! (`perf record` over `paddock bench treesize --sizes 0,1000000`). So a
