@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use tracing::debug;
 
-use crate::fs::FileSystem;
+use crate::fs::{FileSystem, WritableFile};
 
 /// Appended to the name of a file being removed.
 pub(crate) const REMOVING_SUFFIX: &str = ".removing";
@@ -65,16 +65,27 @@ fn removing_path(path: &Path) -> PathBuf {
 
 /// Truncates `path` a step at a time, then unlinks it.
 fn free_gradually(fs: &dyn FileSystem, path: &Path) -> io::Result<()> {
-    let mut len = fs.open_read(path)?.seek(SeekFrom::End(0))?;
+    let len = fs.open_read(path)?.seek(SeekFrom::End(0))?;
     if len > FREE_STEP_BYTES {
-        let mut file = fs.open_write(path)?;
-        while len > FREE_STEP_BYTES {
-            len -= FREE_STEP_BYTES;
-            file.set_len(len)?;
-            thread::sleep(FREE_STEP_PAUSE);
-        }
+        shrink_gradually(fs.open_write(path)?.as_mut(), len, FREE_STEP_BYTES)?;
     }
     fs.remove_file(path)
+}
+
+/// Cuts `file` from `len` bytes down to `to`, a step at a time, so that
+/// the blocks freed never make one long journal commit that a log sync
+/// would wait for. Blocks the calling thread for about 5 ms per 2 MB cut.
+pub(crate) fn shrink_gradually(
+    file: &mut dyn WritableFile,
+    mut len: u64,
+    to: u64,
+) -> io::Result<()> {
+    while len > to {
+        len = len.saturating_sub(FREE_STEP_BYTES).max(to);
+        file.set_len(len)?;
+        thread::sleep(FREE_STEP_PAUSE);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -99,5 +110,19 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["kept"]);
+    }
+
+    #[test]
+    fn a_file_shrunk_gradually_ends_at_its_new_length_with_its_start_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spare");
+        let bytes: Vec<u8> = (0..5 * FREE_STEP_BYTES + 3).map(|i| i as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let mut file = StdFs.open_write(&path).unwrap();
+        shrink_gradually(file.as_mut(), bytes.len() as u64, 1000).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), bytes[..1000]);
+        // Growing is not its job: a file already short enough is left be.
+        shrink_gradually(file.as_mut(), 1000, 5000).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000);
     }
 }

@@ -223,16 +223,20 @@ impl SnapshotStore {
     ) -> Result<(), StorageError> {
         let ctx = || format!("writing snapshot {}", temp.display());
         let spare = self.dir.join(SPARE_NAME);
-        let mut file = if self
+        let (file, spare_len) = if self
             .spare
             .take(self.fs.as_ref(), &spare, temp)
             .map_err(io_context(ctx))?
         {
-            self.fs.open_write(temp)
+            let len = self
+                .fs
+                .open_read(temp)
+                .and_then(|mut f| f.seek(SeekFrom::End(0)));
+            (self.fs.open_write(temp), len.map_err(io_context(ctx))?)
         } else {
-            self.fs.create(temp)
-        }
-        .map_err(io_context(ctx))?;
+            (self.fs.create(temp), 0)
+        };
+        let mut file = file.map_err(io_context(ctx))?;
         let direct = self.fs.open_direct(temp).map_err(io_context(ctx))?;
         let mut out = ChecksummedWriter::new(file.as_mut(), direct, direct_after_bytes);
         out.write_all(&SNAPSHOT_MAGIC).map_err(io_context(ctx))?;
@@ -247,8 +251,10 @@ impl SnapshotStore {
         out.write_all(&trailer).map_err(io_context(ctx))?;
         let len = out.offset();
         out.finish().map_err(io_context(ctx))?;
-        // Written over the spare, the file may go on past the snapshot.
-        file.set_len(len).map_err(io_context(ctx))?;
+        // Written over the spare, the file may go on past the snapshot (the
+        // tree shrank), and freeing that tail at once would hold up the
+        // log's syncs as removing a whole file would (`removal`).
+        removal::shrink_gradually(file.as_mut(), spare_len, len).map_err(io_context(ctx))?;
         file.sync_all().map_err(io_context(|| {
             format!("fsync of snapshot {}", temp.display())
         }))
