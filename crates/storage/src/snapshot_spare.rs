@@ -44,7 +44,7 @@ pub(crate) struct Spare {
     bytes_max: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
     /// Open readers, by snapshot index.
     readers: HashMap<u64, usize>,
