@@ -125,4 +125,37 @@ mod tests {
         shrink_gradually(file.as_mut(), 1000, 5000).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().len(), 1000);
     }
+
+    /// The lengths a file is cut to, in order.
+    #[derive(Debug, Default)]
+    struct Cuts(Vec<u64>);
+
+    impl WritableFile for Cuts {
+        fn write_all_at(&mut self, _: u64, _: &[u8]) -> io::Result<()> {
+            unreachable!("shrinking writes nothing")
+        }
+        fn set_len(&mut self, len: u64) -> io::Result<()> {
+            self.0.push(len);
+            Ok(())
+        }
+        fn allocate(&mut self, _: u64) -> io::Result<()> {
+            unreachable!("shrinking allocates nothing")
+        }
+        fn sync_data(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn sync_all(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+        fn try_clone(&self) -> io::Result<Box<dyn WritableFile>> {
+            unreachable!("shrinking needs one handle")
+        }
+    }
+
+    #[test]
+    fn a_file_is_shrunk_at_most_a_step_at_a_time() {
+        let mut cuts = Cuts::default();
+        shrink_gradually(&mut cuts, 3 * FREE_STEP_BYTES + 7, 100).unwrap();
+        assert_eq!(cuts.0, [2 * FREE_STEP_BYTES + 7, FREE_STEP_BYTES + 7, 100]);
+    }
 }
