@@ -36,7 +36,7 @@ use crate::options::{AuthData, ConnectOptions, ConnectString};
 use crate::path::{child_path, Chroot};
 use crate::reader::Reply;
 use crate::session::{Command, SessionTask};
-use crate::state::{lock, SessionInfo, SessionState, Shared, StateStream};
+use crate::state::{lock, SessionInfo, SessionState, Shared, StateStream, Unanswered};
 use crate::watch::{Watch, WatchKind, WatchRegistration, WatchSink, WatchStream};
 
 /// Where servers of an ensemble publish its membership
@@ -115,7 +115,7 @@ impl std::fmt::Debug for Client {
 /// A queued request's reply, with what is needed to report its failure.
 struct Sent {
     rx: oneshot::Receiver<Reply>,
-    shared: Arc<Shared>,
+    call: Unanswered,
     /// The caller's path, for errors.
     path: String,
 }
@@ -127,7 +127,7 @@ impl Sent {
         // (or the session task was gone before it was queued).
         match self.rx.await {
             Ok(reply) => Ok(reply),
-            Err(_) => Err(self.shared.terminal_error(&self.path)),
+            Err(_) => Err(self.call.0.terminal_error(&self.path)),
         }
     }
 
@@ -769,7 +769,7 @@ impl Client {
         let _ = self.inner.tx.send(command);
         Sent {
             rx,
-            shared: self.inner.shared.clone(),
+            call: Unanswered::new(self.inner.shared.clone()),
             path: path.to_owned(),
         }
     }

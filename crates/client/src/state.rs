@@ -8,8 +8,8 @@
 //! state lock may be held while notifying subscribers; that keeps every
 //! subscriber's sequence of states in the order the states were set.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -112,6 +112,27 @@ pub(crate) struct Shared {
     /// Credentials that succeeded on this session, replayed in this order
     /// on every new connection (auth is per connection in ZooKeeper).
     pub auths: Mutex<Vec<AuthData>>,
+    /// Requests queued whose callers have not yet taken their replies
+    /// (see [`Unanswered`]).
+    unanswered: AtomicUsize,
+}
+
+/// Counts a queued request until its caller takes the reply (or gives the
+/// call up): callers holding answers they have not yet taken are about to
+/// run, and may queue more requests (see `session::wait_for_more_callers`).
+pub(crate) struct Unanswered(pub Arc<Shared>);
+
+impl Unanswered {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        shared.unanswered.fetch_add(1, Ordering::Relaxed);
+        Unanswered(shared)
+    }
+}
+
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        self.0.unanswered.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// Locks, ignoring poisoning: every critical section leaves its data
@@ -134,7 +155,13 @@ impl Shared {
             watches: Mutex::new(WatchRegistry::default()),
             last_zxid: AtomicI64::new(0),
             auths: Mutex::new(Vec::new()),
+            unanswered: AtomicUsize::new(0),
         }
+    }
+
+    /// Requests queued whose callers have not yet taken their replies.
+    pub(crate) fn unanswered(&self) -> usize {
+        self.unanswered.load(Ordering::Relaxed)
     }
 
     pub(crate) fn state(&self) -> SessionState {
