@@ -11,7 +11,7 @@ use client::{Client, ConnectOptions, CreateMode, Error};
 use rand::Rng as _;
 
 use crate::deploy::{ByRole, CpuClock};
-use crate::measure::{Latencies, Row};
+use crate::measure::{Latencies, Row, SharedLatencies};
 
 /// Handshakes in flight at once while opening sessions: a thousand at
 /// once would measure the server's accept backlog, not the workload.
@@ -257,17 +257,22 @@ pub async fn drive(
     let end = measure_from + drive.duration;
     let cpu_sampler = sample_cpu(cpu, measure_from, end);
     let errors = Arc::new(AtomicU64::new(0));
+    let recorded = Recorded::default();
     let mut tasks = Vec::new();
     for client in clients {
         for _ in 0..drive.outstanding {
-            let (client, keys, value, errors) =
-                (client.clone(), keys.clone(), value.clone(), errors.clone());
+            let (client, keys, value, errors, latencies) = (
+                client.clone(),
+                keys.clone(),
+                value.clone(),
+                errors.clone(),
+                recorded.latencies.clone(),
+            );
             tasks.push(tokio::spawn(async move {
-                let mut latencies = Latencies::default();
                 loop {
                     let started = Instant::now();
                     if started >= end {
-                        return (latencies, Latencies::default());
+                        return;
                     }
                     let (key, read) = {
                         let mut rng = rand::thread_rng();
@@ -291,7 +296,7 @@ pub async fn drive(
             }));
         }
     }
-    finish(tasks, drive.duration, &errors, cpu_sampler).await
+    finish(tasks, recorded, drive.duration, &errors, cpu_sampler).await
 }
 
 /// Requests sent at a fixed rate, whatever the answers (an open loop).
@@ -326,10 +331,16 @@ pub async fn drive_at_rate(
     let cpu_sampler = sample_cpu(cpu, measure_from, end);
     let every = Duration::from_secs_f64(clients.len() as f64 / offered.per_sec);
     let errors = Arc::new(AtomicU64::new(0));
+    let recorded = Recorded::default();
     let mut sessions = Vec::new();
     for client in clients {
-        let (client, keys, value, errors) =
-            (client.clone(), keys.clone(), value.clone(), errors.clone());
+        let (client, keys, value, errors, recorded) = (
+            client.clone(),
+            keys.clone(),
+            value.clone(),
+            errors.clone(),
+            recorded.clone(),
+        );
         let first = began + every.mul_f64(rand::thread_rng().gen::<f64>());
         sessions.push(tokio::spawn(async move {
             let mut requests = tokio::task::JoinSet::new();
@@ -354,19 +365,17 @@ pub async fn drive_at_rate(
                 }
                 due += every;
             }
-            let (mut latencies, mut sent_late) = (Latencies::default(), Latencies::default());
             while let Some(Ok((due, sent, ok, finished))) = requests.join_next().await {
                 if !ok {
                     errors.fetch_add(1, Ordering::Relaxed);
                 } else if due >= measure_from && finished <= end {
-                    latencies.record(finished - sent);
-                    sent_late.record(sent - due);
+                    recorded.latencies.record(finished - sent);
+                    recorded.sent_late.record(sent - due);
                 }
             }
-            (latencies, sent_late)
         }));
     }
-    finish(sessions, offered.duration, &errors, cpu_sampler).await
+    finish(sessions, recorded, offered.duration, &errors, cpu_sampler).await
 }
 
 /// The servers' CPU time from `from` to `to`, read then.
@@ -384,28 +393,32 @@ fn sample_cpu(
     })
 }
 
-/// Merges what the load's tasks measured into its result.
+/// What a drive's tasks record.
+#[derive(Clone, Default)]
+struct Recorded {
+    latencies: SharedLatencies,
+    sent_late: SharedLatencies,
+}
+
+/// Waits for the load's tasks and gathers what they measured.
 async fn finish(
-    tasks: Vec<tokio::task::JoinHandle<(Latencies, Latencies)>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    recorded: Recorded,
     elapsed: Duration,
     errors: &AtomicU64,
     cpu_sampler: tokio::task::JoinHandle<(Option<Duration>, Option<ByRole>)>,
 ) -> Driven {
-    let (mut latencies, mut sent_late) = (Latencies::default(), Latencies::default());
     for task in tasks {
-        if let Ok((task_latencies, task_sent_late)) = task.await {
-            latencies.merge(&task_latencies);
-            sent_late.merge(&task_sent_late);
-        }
+        let _ = task.await;
     }
     let (cpu, by_role) = cpu_sampler.await.unwrap_or((None, None));
     Driven {
-        latencies,
+        latencies: recorded.latencies.take(),
         elapsed,
         errors: errors.load(Ordering::Relaxed),
         cpu,
         by_role,
-        sent_late,
+        sent_late: recorded.sent_late.take(),
     }
 }
 
