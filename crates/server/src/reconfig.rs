@@ -122,8 +122,6 @@ async fn lead(shared: &Shared, ask: Ask) -> Option<Result<i64, ErrorCode>> {
             },
         )
     };
-    let mut entry = BytesMut::new();
-    txn.encode(&mut entry);
     let (reply, committed) = oneshot::channel();
     let waiter = crate::shared::Waiter { reply, gate: None };
     let target = consensus::Membership::new(
@@ -140,7 +138,7 @@ async fn lead(shared: &Shared, ask: Ask) -> Option<Result<i64, ErrorCode>> {
     );
     shared
         .consensus
-        .propose_membership(target, entry.to_vec(), waiter)
+        .propose_membership(target, txn.to_vec(), waiter)
         .ok()?;
     let committed = committed.await.ok()?;
     Some(match committed.outcome {

@@ -240,10 +240,8 @@ fn proposal(
     txn: &tree::Txn,
     gate: Option<Arc<ReadGate>>,
 ) -> (Vec<u8>, Waiter, oneshot::Receiver<Committed>) {
-    let mut buf = bytes::BytesMut::new();
-    txn.encode(&mut buf);
     let (reply, committed) = oneshot::channel();
-    (buf.to_vec(), Waiter { reply, gate }, committed)
+    (txn.to_vec(), Waiter { reply, gate }, committed)
 }
 
 /// One accepted socket counted against its address's `maxClientCnxns`

@@ -166,19 +166,40 @@ impl TxnOp {
 }
 
 impl Txn {
+    /// The encoded entry, in a buffer of its exact size: encoding a
+    /// setData's value into a buffer that grew as it went, then copying it
+    /// out, took 3% of a standalone server's CPU under writes.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut buf = BytesMut::with_capacity(self.encoded_len());
+        self.encode(&mut buf);
+        buf.into()
+    }
+
+    /// The bytes `encode` writes.
+    pub fn encoded_len(&self) -> usize {
+        let flags = if self.format() >= TXN_FORMAT { 4 } else { 0 };
+        let auth: usize = self.auth.iter().map(id_len).sum();
+        4 + 8 + 8 + 4 + auth + flags + op_len(&self.op)
+    }
+
+    /// The oldest format that holds this txn.
+    fn format(&self) -> i32 {
+        if self.enforce_quota {
+            TXN_FORMAT
+        } else if self.op.has_null_data() {
+            TXN_FORMAT_WITH_NULL_DATA
+        } else {
+            TXN_FORMAT_WITHOUT_NULL_DATA
+        }
+    }
+
     pub fn encode(&self, buf: &mut BytesMut) {
         let flags = if self.enforce_quota {
             flag::ENFORCE_QUOTA
         } else {
             0
         };
-        let format = if flags != 0 {
-            TXN_FORMAT
-        } else if self.op.has_null_data() {
-            TXN_FORMAT_WITH_NULL_DATA
-        } else {
-            TXN_FORMAT_WITHOUT_NULL_DATA
-        };
+        let format = self.format();
         buf.write_i32(format);
         buf.write_i64(self.time_ms);
         buf.write_i64(self.session_id);
@@ -306,6 +327,35 @@ fn encode_op(op: &TxnOp, buf: &mut BytesMut) {
             buf.write_i32(code.code());
         }
     }
+}
+
+/// The bytes `encode_op` writes for `op`.
+fn op_len(op: &TxnOp) -> usize {
+    const TAG: usize = 4;
+    let string = |s: &str| 4 + s.len();
+    let data = |d: &Option<Bytes>| 4 + d.as_ref().map_or(0, Bytes::len);
+    let acl = |acl: &[Acl]| 4 + acl.iter().map(|a| 4 + id_len(&a.id)).sum::<usize>();
+    TAG + match op {
+        TxnOp::CreateSession { password, .. } => 4 + 4 + password.len(),
+        TxnOp::CloseSession => 0,
+        TxnOp::Create {
+            path,
+            data: d,
+            acl: a,
+            ..
+        } => string(path) + data(d) + acl(a) + 4 + 8,
+        TxnOp::Delete { path, .. } | TxnOp::Check { path, .. } => string(path) + 4,
+        TxnOp::SetData { path, data: d, .. } => string(path) + data(d) + 4,
+        TxnOp::SetAcl { path, acl: a, .. } => string(path) + acl(a) + 4,
+        TxnOp::Multi(ops) => 4 + ops.iter().map(op_len).sum::<usize>(),
+        TxnOp::Reap { path } => string(path),
+        TxnOp::Reconfig { members } => string(members),
+        TxnOp::Error { .. } => 4,
+    }
+}
+
+fn id_len(id: &Id) -> usize {
+    4 + id.scheme.len() + 4 + id.id.len()
 }
 
 /// `top_level` is false inside a multi, where another multi is refused so
@@ -478,9 +528,8 @@ mod tests {
     proptest! {
         #[test]
         fn round_trip(txn in arb_txn()) {
-            let mut buf = BytesMut::new();
-            txn.encode(&mut buf);
-            let bytes = buf.freeze();
+            let bytes = Bytes::from(txn.to_vec());
+            prop_assert_eq!(bytes.len(), txn.encoded_len());
             prop_assert_eq!(Txn::decode(bytes.clone()).unwrap(), txn);
             // Every strict prefix is an error, never a panic or a success.
             for cut in 0..bytes.len() {
