@@ -18,7 +18,7 @@ use storage::{
 
 use crate::log_index::{LogIndex, Slot};
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
-use crate::record::{self, LogRecord};
+use crate::record::{self, LogRecord, Record};
 use crate::snapshot::SnapshotMeta;
 use crate::Error;
 
@@ -284,8 +284,6 @@ pub(crate) struct DurableLog {
     log: LogStore,
     /// The newest durable snapshot, which raft may send to a follower.
     latest_snapshot: Arc<Mutex<Option<SnapshotMeta>>>,
-    /// Reused encoding buffer, so persisting a batch allocates nothing new.
-    scratch: Vec<u8>,
     /// Whether recovery found a hard state: without one, the votes this
     /// server cast before (if any) are lost.
     found_hard_state: bool,
@@ -349,7 +347,6 @@ impl DurableLog {
             wal,
             log,
             latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),
-            scratch: Vec::new(),
             found_hard_state,
         })
     }
@@ -372,9 +369,8 @@ impl DurableLog {
     /// Installs a snapshot received from the leader (already durable in the
     /// snapshot directory): the log restarts after it.
     pub(crate) fn install_snapshot(&mut self, meta: &SnapshotMeta) -> Result<(), Error> {
-        self.scratch.clear();
-        record::encode_snapshot_mark(meta.index, &mut self.scratch);
-        self.wal.append(&[(meta.index, &self.scratch[..])])?;
+        self.wal
+            .append(&[(meta.index, Record::SnapshotMark(meta.index))])?;
         self.wal.sync()?;
         self.log
             .apply_snapshot(meta.index, meta.term, meta.conf_state());
@@ -423,26 +419,17 @@ impl DurableLog {
         if entries.is_empty() && hard_state.is_none() {
             return Ok(());
         }
-        let mut records: Vec<(u64, std::ops::Range<usize>)> = Vec::with_capacity(entries.len() + 1);
-        self.scratch.clear();
-        for entry in entries {
-            let start = self.scratch.len();
-            record::encode_entry(entry, &mut self.scratch);
-            records.push((entry.index, start..self.scratch.len()));
-        }
-        let last_index = entries
-            .last()
-            .map_or_else(|| self.log.last_index(), |e| e.index);
-        if let Some(hs) = hard_state {
-            let start = self.scratch.len();
-            record::encode_hard_state(hs, &mut self.scratch);
-            records.push((last_index, start..self.scratch.len()));
-        }
-        let slices: Vec<(u64, &[u8])> = records
+        let mut records: Vec<(u64, Record)> = entries
             .iter()
-            .map(|(index, range)| (*index, &self.scratch[range.clone()]))
+            .map(|entry| (entry.index, Record::Entry(entry)))
             .collect();
-        let locations = self.wal.append(&slices)?;
+        if let Some(hs) = hard_state {
+            let last_index = entries
+                .last()
+                .map_or_else(|| self.log.last_index(), |e| e.index);
+            records.push((last_index, Record::HardState(hs)));
+        }
+        let locations = self.wal.append(&records)?;
 
         self.log.append(entries, &locations[..entries.len()]);
         if let Some(hs) = hard_state {
@@ -626,9 +613,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let (mut wal, _) = Wal::open(dir.path(), WalOptions::default()).unwrap();
-            let mut payload = Vec::new();
-            record::encode_entry(&entry(2, 1, b"b"), &mut payload);
-            wal.append(&[(1, &payload[..])]).unwrap();
+            wal.append(&[(1, Record::Entry(&entry(2, 1, b"b")))])
+                .unwrap();
             wal.sync().unwrap();
         }
         match DurableLog::open(dir.path(), &[1], &[], None) {

@@ -389,18 +389,9 @@ mod tests {
                     ..Default::default()
                 })
                 .collect();
-            let encoded: Vec<Vec<u8>> = entries
+            let records: Vec<(u64, record::Record)> = entries
                 .iter()
-                .map(|e| {
-                    let mut out = Vec::new();
-                    record::encode_entry(e, &mut out);
-                    out
-                })
-                .collect();
-            let records: Vec<(u64, &[u8])> = entries
-                .iter()
-                .zip(&encoded)
-                .map(|(e, bytes)| (e.index, bytes.as_slice()))
+                .map(|e| (e.index, record::Record::Entry(e)))
                 .collect();
             let locations = self.wal.append(&records).expect("append");
             self.ours.append(&entries, &locations);

@@ -70,7 +70,8 @@ use tracing::{debug, warn};
 use crate::error::{io_context, write_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs, WritableFile};
 use crate::record::{
-    self, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES, SEGMENT_MAGIC,
+    self, Payload, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES,
+    SEGMENT_MAGIC,
 };
 use crate::removal;
 use crate::wal_read::{RecordLocation, SegmentPaths, WalReader};
@@ -500,17 +501,21 @@ impl Wal {
     /// recovery reads as the same record rewritten). Any other error poisons
     /// the log.
     ///
+    /// Each payload encodes itself into the log's buffer ([`Payload`]):
+    /// byte slices are copied in, and a caller's own records need no buffer
+    /// of their own first.
+    ///
     /// Returns where each record was written, in their order.
-    pub fn append(
+    pub fn append<P: Payload>(
         &mut self,
-        records: &[(u64, &[u8])],
+        records: &[(u64, P)],
     ) -> Result<Vec<RecordLocation>, StorageError> {
         self.check_usable()?;
-        for &(index, payload) in records {
-            if payload.len() > RECORD_PAYLOAD_BYTES_MAX {
+        for (index, payload) in records {
+            if payload.encoded_len() > RECORD_PAYLOAD_BYTES_MAX {
                 return Err(StorageError::RecordTooLarge {
-                    index,
-                    len: payload.len(),
+                    index: *index,
+                    len: payload.encoded_len(),
                     max: RECORD_PAYLOAD_BYTES_MAX,
                 });
             }
@@ -532,14 +537,14 @@ impl Wal {
         result.map(|()| locations)
     }
 
-    fn append_encoded(
+    fn append_encoded<P: Payload>(
         &mut self,
-        records: &[(u64, &[u8])],
+        records: &[(u64, P)],
         pending: &mut Vec<u8>,
         locations: &mut Vec<RecordLocation>,
     ) -> Result<(), StorageError> {
-        for &(index, payload) in records {
-            let record_bytes = (RECORD_HEADER_BYTES + payload.len()) as u64;
+        for &(index, ref payload) in records {
+            let record_bytes = (RECORD_HEADER_BYTES + payload.encoded_len()) as u64;
             let roll = match &self.active {
                 None => true,
                 Some(active) => {
