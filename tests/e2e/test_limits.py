@@ -170,10 +170,14 @@ def test_requests_held_past_the_wait_time_are_answered_throttled(server_factory)
     # loaded machine even the first one can be past it when it leaves the
     # throttler, so which ones are throttled is timing; that some are is not.
     assert THROTTLED in errors, "requests waited on each other past 1 ms"
-    # A throttled request is not applied.
-    err, stat = c.exists("/throttled")
+    # A throttled request is not applied. Reads pass the throttler too, so
+    # on a loaded machine the exists that checks this may itself be throttled.
+    exists_throttled = 0
+    while (reply := c.exists("/throttled"))[0] == THROTTLED and exists_throttled < 100:
+        exists_throttled += 1
+    err, stat = reply
     assert (err, stat.version) == (0, errors.count(0))
-    throttled = creates_throttled + errors.count(THROTTLED)
+    throttled = creates_throttled + errors.count(THROTTLED) + exists_throttled
     assert int(mntr(s)["zk_throttled_ops"]) == throttled
     c.close()
 
