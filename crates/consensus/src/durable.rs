@@ -665,7 +665,7 @@ mod tests {
                 .unwrap();
             log.sync().unwrap();
             if let Some(removal) = removal {
-                removal.finish().unwrap();
+                removal.finish(&storage::RemovalPace::default()).unwrap();
             }
         }
         let meta = SnapshotMeta {

@@ -14,7 +14,9 @@
 //! state it rewrote, then runs on a thread of its own: unlinking segments
 //! of 64 MB and syncing the directory after each took 100-250 ms after a
 //! snapshot of a few hundred MB, and every write waited behind it when it
-//! ran between two syncs.
+//! ran between two syncs. Its removals pause between steps so that syncs
+//! commit in between; once the log stops there are no syncs left, and the
+//! removals still queued finish without pauses (`RemovalPace`).
 //!
 //! What must wait for durability still waits: [`PersistQueue`] holds each
 //! Ready's persisted messages (a follower's acknowledgements and votes)
@@ -28,7 +30,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use raft::prelude::Message;
-use storage::{PendingSync, SegmentRemoval, StorageError};
+use storage::{PendingSync, RemovalPace, SegmentRemoval, StorageError};
 
 /// A sync done: every Ready up to `through` that wrote to the log is durable.
 #[derive(Debug)]
@@ -43,6 +45,8 @@ pub(crate) struct Synced {
 pub(crate) struct LogSyncer {
     requests: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    /// The trimming thread's pace, hurried when the syncer stops.
+    removal_pace: RemovalPace,
 }
 
 enum Job {
@@ -60,7 +64,8 @@ impl LogSyncer {
         done: impl Fn(Result<Synced, StorageError>) + Send + Sync + 'static,
     ) -> std::io::Result<LogSyncer> {
         let done = Arc::new(done);
-        let (trim, trimmer) = start_trimming(done.clone())?;
+        let removal_pace = RemovalPace::default();
+        let (trim, trimmer) = start_trimming(done.clone(), removal_pace.clone())?;
         let (requests, inbox) = mpsc::channel::<Job>();
         let thread = thread::Builder::new()
             .name("log-sync".into())
@@ -89,6 +94,7 @@ impl LogSyncer {
         Ok(LogSyncer {
             requests: Some(requests),
             thread: Some(thread),
+            removal_pace,
         })
     }
 
@@ -137,17 +143,18 @@ fn sync(through: u64, pending: PendingSync) -> Result<Synced, StorageError> {
     })
 }
 
-/// The trimming thread: removes segments, in the order asked, until its
-/// one sender, the sync thread's, is dropped.
+/// The trimming thread: removes segments at `pace`, in the order asked,
+/// until its one sender, the sync thread's, is dropped.
 fn start_trimming(
     done: Arc<impl Fn(Result<Synced, StorageError>) + Send + Sync + 'static>,
+    pace: RemovalPace,
 ) -> std::io::Result<(mpsc::Sender<SegmentRemoval>, JoinHandle<()>)> {
     let (requests, inbox) = mpsc::channel::<SegmentRemoval>();
     let thread = thread::Builder::new()
         .name("log-trim".into())
         .spawn(move || {
             for removal in inbox {
-                if let Err(error) = removal.finish() {
+                if let Err(error) = removal.finish(&pace) {
                     return done(Err(error));
                 }
             }
@@ -157,8 +164,10 @@ fn start_trimming(
 
 impl Drop for LogSyncer {
     /// Waits for the sync and the removals under way, so the log's files
-    /// are closed once the consensus thread is gone.
+    /// are closed once the consensus thread is gone; the removals, with no
+    /// sync left to make room for, go on without pauses.
     fn drop(&mut self) {
+        self.removal_pace.hurry();
         self.requests = None;
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -410,6 +419,46 @@ mod tests {
         );
         drop(go);
         drop(syncer);
+    }
+
+    #[test]
+    fn removals_left_when_the_syncer_stops_finish_without_pauses() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = storage::WalOptions {
+            segment_bytes: 4096,
+            preallocate: false,
+        };
+        let (mut wal, _) = storage::Wal::open(dir.path(), options).unwrap();
+        for index in 1..=10 {
+            wal.append(&[(index, &[7u8; 1024][..])]).unwrap();
+        }
+        let removal = wal.detach_through(9).unwrap();
+        let mut segments: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        segments.sort();
+        segments.pop();
+        assert!(segments.len() >= 2, "the test needs sealed segments");
+        // Sparse gigabytes: freed 2 MB a step at the gradual pace, each
+        // segment would take 2.5 s. The active segment is left as it is.
+        for path in &segments {
+            let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            file.set_len(1 << 30).unwrap();
+        }
+        let syncer = LogSyncer::start(|_| {}).unwrap();
+        let started = Instant::now();
+        syncer.remove(removal);
+        drop(syncer);
+        let took = started.elapsed();
+        assert!(
+            took < Duration::from_millis(2500),
+            "the syncer stopped {took:?} after it was asked to"
+        );
+        assert!(
+            segments.iter().all(|path| !path.exists()),
+            "the removal finished before the syncer stopped"
+        );
     }
 
     #[test]

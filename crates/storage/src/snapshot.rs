@@ -39,7 +39,7 @@ use tracing::{debug, warn};
 
 use crate::error::{io_context, StorageError};
 use crate::fs::{parent_dir, FileSystem, StdFs};
-use crate::removal;
+use crate::removal::{self, RemovalPace};
 use crate::snapshot_spare::{Spare, SPARE_NAME};
 use crate::snapshot_write::{direct_after_bytes, ChecksummedWriter};
 
@@ -254,7 +254,8 @@ impl SnapshotStore {
         // Written over the spare, the file may go on past the snapshot (the
         // tree shrank), and freeing that tail at once would hold up the
         // log's syncs as removing a whole file would (`removal`).
-        removal::shrink_gradually(file.as_mut(), spare_len, len).map_err(io_context(ctx))?;
+        removal::shrink_gradually(file.as_mut(), spare_len, len, &RemovalPace::default())
+            .map_err(io_context(ctx))?;
         file.sync_all().map_err(io_context(|| {
             format!("fsync of snapshot {}", temp.display())
         }))
@@ -287,7 +288,12 @@ impl SnapshotStore {
                     warn!(file = %path.display(), error = %e, "could not keep old snapshot as the spare")
                 }
             }
-            match removal::remove_gradually(self.fs.as_ref(), &self.dir, &path) {
+            match removal::remove_gradually(
+                self.fs.as_ref(),
+                &self.dir,
+                &path,
+                &RemovalPace::default(),
+            ) {
                 Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {

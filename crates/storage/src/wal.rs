@@ -73,7 +73,7 @@ use crate::record::{
     self, Payload, RECORD_HEADER_BYTES, RECORD_PAYLOAD_BYTES_MAX, SEGMENT_HEADER_BYTES,
     SEGMENT_MAGIC,
 };
-use crate::removal;
+use crate::removal::{self, RemovalPace};
 use crate::wal_read::{RecordLocation, SegmentPaths, WalReader};
 
 /// Tuning of a [`Wal`].
@@ -713,7 +713,7 @@ impl Wal {
     /// later one would qualify, so that records superseding others are never
     /// deleted before the ones they supersede.
     pub fn release_through(&mut self, index: u64) -> Result<(), StorageError> {
-        self.detach_through(index)?.finish()
+        self.detach_through(index)?.finish(&RemovalPace::default())
     }
 
     /// [`Wal::release_through`], with the unlinking and directory syncs left
@@ -740,13 +740,14 @@ impl Wal {
         })
     }
 
-    /// Unlinks one segment and syncs the directory.
+    /// Unlinks one segment and syncs the directory, without pauses: the
+    /// log is being opened, so nothing syncs yet.
     fn remove_segment(&self, seq: u64, path: &Path) -> Result<(), StorageError> {
         self.paths
             .lock()
             .expect("segment list poisoned")
             .remove(&seq);
-        remove_segment_file(self.fs.as_ref(), &self.dir, path)
+        remove_segment_file(self.fs.as_ref(), &self.dir, path, &RemovalPace::hurried())
     }
 
     /// Index (caller's index space) of the most recently appended record, or
@@ -790,10 +791,15 @@ impl Wal {
 
 /// Removes `path` durably (renamed away, `dir` synced) before the next
 /// removal, so a crash never leaves a gap in the segments, then frees its
-/// blocks gradually (see the `removal` module).
-fn remove_segment_file(fs: &dyn FileSystem, dir: &Path, path: &Path) -> Result<(), StorageError> {
+/// blocks gradually at `pace` (see the `removal` module).
+fn remove_segment_file(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    path: &Path,
+    pace: &RemovalPace,
+) -> Result<(), StorageError> {
     let context = || format!("removing WAL segment {}", path.display());
-    match removal::remove_gradually(fs, dir, path) {
+    match removal::remove_gradually(fs, dir, path, pace) {
         Ok(()) => {}
         // Gone already; its removal may not be durable yet.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -820,10 +826,10 @@ pub struct SegmentRemoval {
 
 impl SegmentRemoval {
     /// Removes the segments, oldest first, each removal durable before the
-    /// next.
-    pub fn finish(self) -> Result<(), StorageError> {
+    /// next, freeing their blocks at `pace`.
+    pub fn finish(self, pace: &RemovalPace) -> Result<(), StorageError> {
         for path in &self.paths {
-            remove_segment_file(self.fs.as_ref(), &self.dir, path)?;
+            remove_segment_file(self.fs.as_ref(), &self.dir, path, pace)?;
         }
         Ok(())
     }

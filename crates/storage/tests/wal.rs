@@ -196,7 +196,7 @@ fn detached_segments_stay_on_disk_until_removed_and_recovery_reads_them_meanwhil
     let (_, recovered) = Wal::open(tmp.path(), opts).expect("reopen");
     assert_eq!(indices(&recovered), (1..=20).collect::<Vec<_>>());
 
-    std::thread::spawn(move || removal.finish())
+    std::thread::spawn(move || removal.finish(&storage::RemovalPace::default()))
         .join()
         .expect("the removing thread")
         .expect("remove");
