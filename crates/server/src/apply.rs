@@ -204,8 +204,9 @@ impl ApplyLoop {
         };
         self.shared.applied.send_replace(found.index);
         self.arrivals.forget_through(found.index);
-        // Freed after the lock is released: the old tree may be large.
-        drop(replaced);
+        // The old tree shares no node with the snapshot's: freeing it here
+        // would hold up the entries after the snapshot for as long.
+        crate::shared::free_elsewhere(replaced);
         tracing::info!(
             zxid = found.index,
             nodes,
