@@ -294,7 +294,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
             }
             let result = match crate::measure_one(&p.job, &target) {
                 Ok(m) => {
-                    // Kept only when the run failed, for its logs.
+                    // Kept only when the run failed, for its logs (see below).
                     let _ = std::fs::remove_dir_all(&dir);
                     print!("{}", m.table());
                     let json = args.out.join("json").join(format!(
@@ -308,6 +308,12 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
                 }
                 Err(error) => {
                     eprintln!("FAILED: {error:#}");
+                    // Its logs are kept; its data would fill the disk the
+                    // next runs need (a failed 10 GB run failed every run
+                    // after it for want of space).
+                    if let Err(removing) = launch::remove_data_under(&dir) {
+                        eprintln!("could not remove the failed run's data: {removing:#}");
+                    }
                     Err(format!("{error:#}"))
                 }
             };

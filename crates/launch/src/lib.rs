@@ -29,8 +29,8 @@ use anyhow::bail;
 
 pub use probe::{four_letter_word, mode, Mode};
 pub use process::{
-    cpu_time, has_exited, kill, log_tail, peak_rss_bytes, rss_bytes, stolen_time, terminate,
-    Server, SetAside,
+    cpu_time, has_exited, kill, log_tail, peak_rss_bytes, remove_data_under, rss_bytes,
+    stolen_time, terminate, Server, SetAside,
 };
 pub use spec::{Flavor, Ports, Spec};
 

@@ -332,7 +332,6 @@ impl Server {
         if self.is_running() {
             bail!("server {} must be down to wipe its data", self.plan.id);
         }
-        let keep = ["zoo.cfg", "myid", "server.log"];
         let dir = &self.plan.dir;
         let mut aside_name = dir.file_name().unwrap_or_default().to_owned();
         aside_name.push("-wiped");
@@ -344,7 +343,7 @@ impl Server {
             .with_context(|| format!("creating {}", aside.dir.display()))?;
         for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
             let entry = entry?;
-            if keep.iter().any(|k| entry.file_name() == *k) {
+            if is_kept_without_data(&entry.file_name()) {
                 continue;
             }
             let path = entry.path();
@@ -353,6 +352,48 @@ impl Server {
         }
         Ok(aside)
     }
+}
+
+/// What a server's directory keeps when its data goes: its configuration
+/// and its log.
+const KEPT_WITHOUT_DATA: [&str; 3] = ["zoo.cfg", "myid", "server.log"];
+
+fn is_kept_without_data(name: &std::ffi::OsStr) -> bool {
+    KEPT_WITHOUT_DATA.iter().any(|kept| name == *kept)
+}
+
+/// Removes the data of every server directory in `deployment` (the
+/// directory a deployment's servers were given), keeping what
+/// [`Server::wipe`] keeps, once they are all down: a failed run's logs
+/// stay to be read without the gigabytes beside them, which would leave
+/// the next runs on the same disk no room. A deployment whose directory
+/// was never made has nothing to remove.
+pub fn remove_data_under(deployment: &Path) -> anyhow::Result<()> {
+    if !deployment.exists() {
+        return Ok(());
+    }
+    let entries =
+        |dir: &Path| std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()));
+    for server in entries(deployment)? {
+        let server = server?.path();
+        if !server.is_dir() {
+            continue;
+        }
+        for entry in entries(&server)? {
+            let entry = entry?;
+            if is_kept_without_data(&entry.file_name()) {
+                continue;
+            }
+            let path = entry.path();
+            let removed = if entry.file_type()?.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.with_context(|| format!("removing {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// A wiped server's former data, beside its directory until removed.
@@ -645,5 +686,33 @@ mod tests {
         server.wipe().unwrap();
         assert_eq!(names(base.path()), ["node2"]);
         assert_eq!(names(&dir), ["myid", "server.log", "zoo.cfg"]);
+    }
+
+    #[test]
+    fn removing_a_deployments_data_keeps_each_servers_configuration_and_log() {
+        let base = tempfile::tempdir().unwrap();
+        for node in ["node1", "node2"] {
+            let dir = base.path().join(node);
+            std::fs::create_dir_all(dir.join("version-2")).unwrap();
+            std::fs::write(dir.join("version-2/snapshot.1"), b"tree").unwrap();
+            std::fs::write(dir.join("java.hprof"), b"heap").unwrap();
+            for kept in KEPT_WITHOUT_DATA {
+                std::fs::write(dir.join(kept), kept).unwrap();
+            }
+        }
+        std::fs::write(base.path().join("notes"), b"beside the servers").unwrap();
+
+        remove_data_under(base.path()).unwrap();
+
+        for node in ["node1", "node2"] {
+            let dir = base.path().join(node);
+            let mut names: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap()
+                .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["myid", "server.log", "zoo.cfg"], "{node}");
+        }
+        assert!(base.path().join("notes").exists());
     }
 }
