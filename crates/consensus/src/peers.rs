@@ -12,7 +12,7 @@
 //! `SNAPSHOT_PIECES_IN_FLIGHT` pieces whatever the snapshot's size.
 
 use std::collections::HashMap;
-use std::io::{self, Read};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -380,7 +380,7 @@ fn stream_snapshot(
     to: u64,
     index: u64,
 ) -> Result<(), String> {
-    let (found, mut reader) = snapshots
+    let (found, mut pieces) = snapshots
         .latest_raw()
         .map_err(|e| e.to_string())?
         .ok_or("no snapshot on disk")?;
@@ -391,14 +391,12 @@ fn stream_snapshot(
     }
     let mut sent_bytes = 0u64;
     loop {
-        // Read straight into the piece's own memory, which the queue then
-        // holds until it is sent: no copy of the file's bytes but the
-        // kernel's.
-        let mut data = Vec::with_capacity(SNAPSHOT_PIECE_BYTES);
-        let read = (&mut reader)
-            .take(SNAPSHOT_PIECE_BYTES as u64)
-            .read_to_end(&mut data)
+        // The piece's own memory, which the queue then holds until it is
+        // written to the peer's socket as it is.
+        let data = pieces
+            .next_piece(SNAPSHOT_PIECE_BYTES)
             .map_err(|e| e.to_string())?;
+        let read = data.len();
         // A short read is the end of the file (an exact multiple of the
         // piece size ends with an empty last piece).
         let piece = SnapshotPiece {
@@ -642,10 +640,15 @@ mod tests {
     }
 
     fn raw_bytes(snapshots: &Snapshots) -> (u64, Vec<u8>) {
-        let (index, mut reader) = snapshots.latest_raw().unwrap().unwrap();
+        let (index, mut pieces) = snapshots.latest_raw().unwrap().unwrap();
         let mut bytes = Vec::new();
-        reader.read_to_end(&mut bytes).unwrap();
-        (index, bytes)
+        loop {
+            let piece = pieces.next_piece(SNAPSHOT_PIECE_BYTES).unwrap();
+            if piece.is_empty() {
+                break (index, bytes);
+            }
+            bytes.extend_from_slice(&piece);
+        }
     }
 
     fn snapshot_message(index: u64) -> Message {

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 
 use bytes::Bytes;
 use raft::prelude::{ConfState, Snapshot};
-use storage::{SnapshotReader, SnapshotStore};
+use storage::{SnapshotPieces, SnapshotReader, SnapshotStore};
 
 use crate::arriving::{self, ArrivingSnapshot};
 use crate::{Error, Membership};
@@ -183,9 +183,9 @@ impl Snapshots {
     }
 
     /// The newest valid snapshot's index and all its bytes (metadata header
-    /// included), as they are sent to a follower.
-    pub fn latest_raw(&self) -> Result<Option<(u64, SnapshotReader)>, Error> {
-        Ok(self.store.latest()?)
+    /// included), in the pieces they are sent to a follower in.
+    pub fn latest_raw(&self) -> Result<Option<(u64, SnapshotPieces)>, Error> {
+        Ok(self.store.latest_pieces()?)
     }
 
     /// Writes a snapshot received from the leader: the chunks `latest_raw`

@@ -728,10 +728,14 @@ fn frame_total(buf: &[u8], frame_bytes_max: usize) -> Result<Option<usize>, Peer
     Ok(Some(LENGTH_BYTES + length))
 }
 
-/// Appends `item` as one frame. On failure `out` is left as it was.
-fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
+/// Appends `item` as one frame, except a snapshot piece's data, which is
+/// returned instead for the caller to write right after `out`: the frame's
+/// length counts it, and its megabyte is never copied. On failure `out` is
+/// left as it was.
+fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<Option<Bytes>, String> {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_BYTES]);
+    let mut tail = None;
     match item {
         Outbound::Raft(message) => {
             out[start + LENGTH_BYTES] = KIND_RAFT;
@@ -752,16 +756,17 @@ fn encode_frame(item: &Outbound, out: &mut Vec<u8>) -> Result<(), String> {
             out[start + LENGTH_BYTES] = KIND_SNAPSHOT;
             out.extend_from_slice(&piece.index.to_be_bytes());
             out.push(u8::from(piece.last));
-            out.extend_from_slice(&piece.data);
+            tail = Some(piece.data.clone());
         }
     }
+    let tail_len = tail.as_ref().map_or(0, Bytes::len);
     // Sizes were checked against frame_bytes_max (≤ u32::MAX) when queued.
-    let Ok(length) = u32::try_from(out.len() - start - LENGTH_BYTES) else {
+    let Ok(length) = u32::try_from(out.len() - start - LENGTH_BYTES + tail_len) else {
         out.truncate(start);
         return Err("a frame over 4 GiB".into());
     };
     out[start..start + LENGTH_BYTES].copy_from_slice(&length.to_be_bytes());
-    Ok(())
+    Ok(tail)
 }
 
 fn encode_control(control: Control, out: &mut Vec<u8>) {
@@ -991,16 +996,25 @@ impl Link {
                     None => return Ok(()),
                 },
             };
-            self.encode(&first, &mut out);
-            while out.len() < BATCH_BYTES_MAX {
+            // A snapshot piece's data ends the batch: it is written as it
+            // is, after the frames before it.
+            let mut tail = self.encode(&first, &mut out);
+            while tail.is_none() && out.len() < BATCH_BYTES_MAX {
                 let Ok(item) = queue.try_recv() else {
                     break;
                 };
-                self.encode(&item, &mut out);
+                tail = self.encode(&item, &mut out);
             }
             if out.is_empty() {
                 continue;
             }
+            let write = async {
+                writer.write_all(&out).await?;
+                if let Some(tail) = &tail {
+                    writer.write_all(tail).await?;
+                }
+                Ok::<(), io::Error>(())
+            };
             let written = tokio::select! {
                 biased;
                 // Cancel safety: `cancelled` only waits; it fires on shutdown.
@@ -1008,23 +1022,26 @@ impl Link {
                 // Not cancel-safe (a cancelled `write_all` may leave part of
                 // a frame on the wire), which is fine only because the one
                 // other branch abandons the connection.
-                written = tokio::time::timeout(WRITE_TIMEOUT, writer.write_all(&out)) => written,
+                written = tokio::time::timeout(WRITE_TIMEOUT, write) => written,
             };
             written.map_err(|_| PeerError::WriteStalled(WRITE_TIMEOUT))??;
             out.clear();
-            // One snapshot-sized frame must not pin its buffer for good.
+            // One large raft message must not pin its buffer for good.
             out.shrink_to(BATCH_BYTES_MAX);
         }
     }
 
-    fn encode(&self, item: &Outbound, out: &mut Vec<u8>) {
-        if let Err(reason) = encode_frame(item, out) {
+    /// Encodes `item` into `out`, returning the bytes to write after it
+    /// (see `encode_frame`).
+    fn encode(&self, item: &Outbound, out: &mut Vec<u8>) -> Option<Bytes> {
+        encode_frame(item, out).unwrap_or_else(|reason| {
             tracing::warn!(
                 peer = self.peer,
                 "dropped a message for peer {}: {reason}",
                 self.peer
             );
-        }
+            None
+        })
     }
 }
 
@@ -2007,8 +2024,14 @@ mod tests {
         ));
 
         let mut out = Vec::new();
-        encode_frame(&Outbound::App(Bytes::from_static(b"one")), &mut out).unwrap();
-        encode_frame(&Outbound::Raft(append(1, 2, 5)), &mut out).unwrap();
+        assert_eq!(
+            encode_frame(&Outbound::App(Bytes::from_static(b"one")), &mut out),
+            Ok(None)
+        );
+        assert_eq!(
+            encode_frame(&Outbound::Raft(append(1, 2, 5)), &mut out),
+            Ok(None)
+        );
         let mut buf = BytesMut::new();
         for byte in &out[..out.len() - 1] {
             buf.extend_from_slice(&[*byte]);
@@ -2027,7 +2050,9 @@ mod tests {
     fn trickled(frames: &[Outbound], cut: usize) -> tokio::io::DuplexStream {
         let mut out = Vec::new();
         for frame in frames {
-            encode_frame(frame, &mut out).unwrap();
+            if let Some(tail) = encode_frame(frame, &mut out).unwrap() {
+                out.extend_from_slice(&tail);
+            }
         }
         out.truncate(out.len() - cut);
         let (mut writer, reader) = tokio::io::duplex(READ_CHUNK_BYTES / 4);

@@ -99,7 +99,6 @@ fn decode(mut arriving: ArrivingSnapshot) -> Result<(SnapshotMeta, DataTree), St
 
 #[cfg(test)]
 mod tests {
-    use std::io::Read as _;
 
     use consensus::Membership;
     use tree::TxnOp;
@@ -130,8 +129,13 @@ mod tests {
             .unwrap();
         let (_, mut raw) = snapshots.latest_raw().unwrap().expect("saved");
         let mut file = Vec::new();
-        raw.read_to_end(&mut file).unwrap();
-        (tree, file)
+        loop {
+            let piece = raw.next_piece(64 << 10).unwrap();
+            if piece.is_empty() {
+                break (tree, file);
+            }
+            file.extend_from_slice(&piece);
+        }
     }
 
     fn install(snapshots: &Snapshots, index: u64, file: &[u8]) {

@@ -83,6 +83,6 @@ pub use error::StorageError;
 pub use fs::{FileSystem, ReadableFile, StdFs, WritableFile, DIRECT_ALIGN_BYTES};
 pub use record::{Payload, RECORD_PAYLOAD_BYTES_MAX};
 pub use removal::RemovalPace;
-pub use snapshot::{newest_snapshot_in, SnapshotReader, SnapshotStore};
+pub use snapshot::{newest_snapshot_in, SnapshotPieces, SnapshotReader, SnapshotStore};
 pub use wal::{PendingSync, RecoveryMode, SegmentRemoval, Wal, WalOptions, WalRecord};
 pub use wal_read::{RecordLocation, WalReader};

@@ -19,7 +19,8 @@
 //!
 //! [`SnapshotStore::latest`] reads a candidate file once, in full, computing
 //! the checksum as it goes; only if it verifies does it hand out a reader,
-//! over the same open file rewound to the payload. So the caller never sees a
+//! over the same open file rewound to the payload
+//! ([`SnapshotStore::latest_pieces`] hands out the same payload in pieces). So the caller never sees a
 //! byte of a bad snapshot, at the price of reading each snapshot twice. A
 //! snapshot pruned while it is being read is removed, never written over
 //! (see below); the reader sees it cut short.
@@ -38,9 +39,9 @@ use std::sync::Arc;
 use tracing::{debug, warn};
 
 use crate::error::{io_context, StorageError};
-use crate::fs::{parent_dir, FileSystem, StdFs};
+use crate::fs::{parent_dir, FileSystem, ReadableFile, StdFs};
 use crate::removal::{self, RemovalPace};
-use crate::snapshot_spare::{Spare, SPARE_NAME};
+use crate::snapshot_spare::{Reading, Spare, SPARE_NAME};
 use crate::snapshot_write::{direct_after_bytes, ChecksummedWriter};
 
 const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
@@ -53,6 +54,40 @@ const IO_BUFFER_BYTES: usize = 1 << 20;
 /// A reader over a verified snapshot's payload (`Box<dyn Read + Send>`),
 /// buffered; it ends exactly at the payload's end.
 pub type SnapshotReader = Box<dyn Read + Send>;
+
+/// A verified snapshot's payload read in pieces, each straight from the
+/// file into memory of its own (neither zeroed first nor copied through a
+/// buffer), for a caller that hands each piece on, as a leader sending
+/// its snapshot to a follower does.
+pub struct SnapshotPieces(Payload);
+
+impl SnapshotPieces {
+    /// The next `bytes` of the payload, fewer only at its end, where an
+    /// empty piece means nothing is left.
+    pub fn next_piece(&mut self, bytes: usize) -> io::Result<Vec<u8>> {
+        let mut piece = Vec::with_capacity(bytes);
+        (&mut self.0.file)
+            .take(bytes as u64)
+            .read_to_end(&mut piece)?;
+        Ok(piece)
+    }
+}
+
+/// A verified snapshot's open file, positioned at its payload and ending
+/// with it, counted as a reading of the snapshot while it lives.
+struct Payload {
+    file: io::Take<Box<dyn ReadableFile>>,
+    reading: Reading,
+}
+
+impl Payload {
+    fn buffered(self) -> SnapshotReader {
+        Box::new(
+            self.reading
+                .guard(BufReader::with_capacity(IO_BUFFER_BYTES, self.file)),
+        )
+    }
+}
 
 fn snapshot_name(index: u64) -> String {
     format!("snap-{index:016x}.snap")
@@ -318,6 +353,20 @@ impl SnapshotStore {
     /// some and none verifies, the error of the newest is returned (starting
     /// from nothing would silently lose state).
     pub fn latest(&self) -> Result<Option<(u64, SnapshotReader)>, StorageError> {
+        Ok(self
+            .latest_payload()?
+            .map(|(index, payload)| (index, payload.buffered())))
+    }
+
+    /// As [`SnapshotStore::latest`], the payload read in pieces to be sent
+    /// elsewhere whole (see [`SnapshotPieces`]).
+    pub fn latest_pieces(&self) -> Result<Option<(u64, SnapshotPieces)>, StorageError> {
+        Ok(self
+            .latest_payload()?
+            .map(|(index, payload)| (index, SnapshotPieces(payload))))
+    }
+
+    fn latest_payload(&self) -> Result<Option<(u64, Payload)>, StorageError> {
         let mut indices = self.snapshot_indices()?;
         indices.sort_unstable_by(|a, b| b.cmp(a));
         let mut newest_error = None;
@@ -344,12 +393,13 @@ impl SnapshotStore {
             return Ok(None);
         }
         let path = self.dir.join(snapshot_name(index));
-        self.verify(&path, index).map(Some)
+        self.verify(&path, index)
+            .map(|payload| Some(payload.buffered()))
     }
 
     /// Reads `path` once through, checking header, trailer and checksum; on
-    /// success returns a reader over the payload of the same open file.
-    fn verify(&self, path: &Path, index: u64) -> Result<SnapshotReader, StorageError> {
+    /// success returns the payload of the same open file.
+    fn verify(&self, path: &Path, index: u64) -> Result<Payload, StorageError> {
         let ctx = || format!("reading snapshot {}", path.display());
         let reading = self.spare.reading(index);
         let mut file = self.fs.open_read(path).map_err(io_context(ctx))?;
@@ -435,11 +485,10 @@ impl SnapshotStore {
         let mut file = reader.into_inner();
         file.seek(SeekFrom::Start(HEADER_BYTES))
             .map_err(io_context(ctx))?;
-        let payload: SnapshotReader = Box::new(reading.guard(BufReader::with_capacity(
-            IO_BUFFER_BYTES,
-            file.take(payload_len),
-        )));
-        Ok(payload)
+        Ok(Payload {
+            file: file.take(payload_len),
+            reading,
+        })
     }
 
     fn list(&self) -> Result<Vec<String>, StorageError> {

@@ -4,7 +4,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use storage::{SnapshotStore, StorageError};
+use storage::{SnapshotPieces, SnapshotStore, StorageError};
 
 fn payload(seed: u64, len: usize) -> Vec<u8> {
     (0..len)
@@ -149,6 +149,54 @@ fn a_snapshot_being_read_is_removed_when_pruned_never_written_over() {
         vec!["snap-0000000000000003.snap", "snap.spare"]
     );
     assert_eq!(latest(&store), Some((3, payload(3, 1000))));
+}
+
+/// The pieces `latest_pieces` gives, `bytes` at a time, until the empty one.
+fn pieces(pieces: &mut SnapshotPieces, bytes: usize) -> Vec<Vec<u8>> {
+    let mut read = Vec::new();
+    loop {
+        let piece = pieces.next_piece(bytes).expect("a piece");
+        if piece.is_empty() {
+            return read;
+        }
+        read.push(piece);
+    }
+}
+
+#[test]
+fn a_payload_read_in_pieces_is_the_payload_cut_at_each_piece_size() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    for (index, len) in [(1, 3 << 20), (2, (5 << 19) + 1), (3, 0)] {
+        let data = payload(index, len);
+        save(&store, index, 1, &data);
+        let (latest, mut sending) = store.latest_pieces().expect("latest").expect("a snapshot");
+        assert_eq!(latest, index);
+        let read = pieces(&mut sending, 1 << 20);
+        let sizes: Vec<usize> = read.iter().map(Vec::len).collect();
+        let whole = data.chunks(1 << 20).map(<[u8]>::len).collect::<Vec<_>>();
+        assert_eq!(sizes, whole, "pieces of a {len}-byte payload");
+        assert!(read.concat() == data, "the pieces of {index} differ");
+    }
+}
+
+#[test]
+fn a_snapshot_being_sent_in_pieces_is_never_written_over() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    let whole = payload(1, 3 << 20);
+    save(&store, 1, 1, &whole);
+    let (_, mut sending) = store.latest_pieces().expect("latest").expect("snapshot 1");
+    let mut read = sending.next_piece(1 << 20).expect("the first piece");
+    save(&store, 2, 1, &payload(2, 3 << 20));
+    save(&store, 3, 1, &payload(3, 3 << 20));
+    read.extend(pieces(&mut sending, 1 << 20).concat());
+    assert!(
+        whole.starts_with(&read),
+        "a pruned snapshot sent other bytes"
+    );
+    drop(sending);
+    assert_eq!(latest(&store), Some((3, payload(3, 3 << 20))));
 }
 
 #[test]
