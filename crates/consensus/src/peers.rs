@@ -584,7 +584,7 @@ mod tests {
         network: Arc<PeerNetwork>,
         snapshots: Arc<Snapshots>,
         raft: UnboundedReceiver<Message>,
-        _dir: tempfile::TempDir,
+        dir: tempfile::TempDir,
     }
 
     /// Servers 1 and 2 on loopback, each with its own snapshot store.
@@ -623,7 +623,7 @@ mod tests {
                 network,
                 snapshots,
                 raft,
-                _dir: dir,
+                dir,
             });
         }
         let second = servers.pop().unwrap();
@@ -719,6 +719,34 @@ mod tests {
             raw_bytes(&leader.snapshots).1.len(),
             2 * SNAPSHOT_PIECE_BYTES
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_damaged_snapshot_is_never_sent_whole() {
+        let (leader, mut follower) = pair().await;
+        save(&leader.snapshots, 10, &body(5000));
+        assert!(sent(&leader.network, snapshot_message(10)).await);
+        assert_eq!(next_snapshot_index(&mut follower.raft).await, 10);
+        // A byte of the leader's file flipped in its second piece: the
+        // first piece goes, the rest and raft's message never do.
+        save(&leader.snapshots, 11, &body(3 * SNAPSHOT_PIECE_BYTES));
+        let file = leader.dir.path().join("snap-000000000000000b.snap");
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[SNAPSHOT_PIECE_BYTES + 100] ^= 1;
+        std::fs::write(&file, bytes).unwrap();
+        let (done_tx, done) = tokio::sync::oneshot::channel();
+        leader.network.send_snapshot(
+            snapshot_message(11),
+            Box::new(move |ok| {
+                let _ = done_tx.send(ok);
+            }),
+        );
+        assert!(!done.await.unwrap(), "a damaged snapshot was sent");
+        // The next good snapshot replaces the unfinished one.
+        save(&leader.snapshots, 12, &body(5000));
+        assert!(sent(&leader.network, snapshot_message(12)).await);
+        assert_eq!(next_snapshot_index(&mut follower.raft).await, 12);
+        assert_eq!(raw_bytes(&follower.snapshots), raw_bytes(&leader.snapshots));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

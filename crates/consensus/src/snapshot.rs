@@ -182,8 +182,10 @@ impl Snapshots {
         Ok(())
     }
 
-    /// The newest valid snapshot's index and all its bytes (metadata header
-    /// included), in the pieces they are sent to a follower in.
+    /// The newest snapshot's index and all its bytes (metadata header
+    /// included), in the pieces they are sent to a follower in, checked as
+    /// they are read: a damaged file ends in an error, never in its last
+    /// piece.
     pub fn latest_raw(&self) -> Result<Option<(u64, SnapshotPieces)>, Error> {
         Ok(self.store.latest_pieces()?)
     }

@@ -19,8 +19,10 @@
 //!
 //! [`SnapshotStore::latest`] reads a candidate file once, in full, computing
 //! the checksum as it goes; only if it verifies does it hand out a reader,
-//! over the same open file rewound to the payload
-//! ([`SnapshotStore::latest_pieces`] hands out the same payload in pieces). So the caller never sees a
+//! over the same open file rewound to the payload. A leader sending its
+//! snapshot reads it only once: [`SnapshotStore::latest_pieces`] checks the
+//! checksum as it hands the payload out in pieces, and gives the piece that
+//! ends the payload only once the trailer matched (`snapshot_read`). So the caller never sees a
 //! byte of a bad snapshot, at the price of reading each snapshot twice. A
 //! snapshot pruned while it is being read is removed, never written over
 //! (see below); the reader sees it cut short.
@@ -31,7 +33,7 @@
 //! and the next snapshot is written over it, so that its page-cache pages
 //! and disk blocks are used again (`snapshot_spare` says why and when).
 
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -39,55 +41,22 @@ use std::sync::Arc;
 use tracing::{debug, warn};
 
 use crate::error::{io_context, StorageError};
-use crate::fs::{parent_dir, FileSystem, ReadableFile, StdFs};
+use crate::fs::{parent_dir, FileSystem, StdFs};
 use crate::removal::{self, RemovalPace};
-use crate::snapshot_spare::{Reading, Spare, SPARE_NAME};
+use crate::snapshot_read::{self, Payload, SnapshotPieces};
+use crate::snapshot_spare::{Spare, SPARE_NAME};
 use crate::snapshot_write::{direct_after_bytes, ChecksummedWriter};
 
-const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
-const TRAILER_MAGIC: [u8; 4] = *b"PDKT";
-const HEADER_BYTES: u64 = 16;
-const TRAILER_BYTES: u64 = 16;
+pub(crate) const SNAPSHOT_MAGIC: [u8; 8] = *b"PDKSNP\x00\x01";
+pub(crate) const TRAILER_MAGIC: [u8; 4] = *b"PDKT";
+pub(crate) const HEADER_BYTES: u64 = 16;
+pub(crate) const TRAILER_BYTES: u64 = 16;
 /// Buffer size for streaming snapshot payloads in and out.
-const IO_BUFFER_BYTES: usize = 1 << 20;
+pub(crate) const IO_BUFFER_BYTES: usize = 1 << 20;
 
 /// A reader over a verified snapshot's payload (`Box<dyn Read + Send>`),
 /// buffered; it ends exactly at the payload's end.
 pub type SnapshotReader = Box<dyn Read + Send>;
-
-/// A verified snapshot's payload read in pieces, each straight from the
-/// file into memory of its own (neither zeroed first nor copied through a
-/// buffer), for a caller that hands each piece on, as a leader sending
-/// its snapshot to a follower does.
-pub struct SnapshotPieces(Payload);
-
-impl SnapshotPieces {
-    /// The next `bytes` of the payload, fewer only at its end, where an
-    /// empty piece means nothing is left.
-    pub fn next_piece(&mut self, bytes: usize) -> io::Result<Vec<u8>> {
-        let mut piece = Vec::with_capacity(bytes);
-        (&mut self.0.file)
-            .take(bytes as u64)
-            .read_to_end(&mut piece)?;
-        Ok(piece)
-    }
-}
-
-/// A verified snapshot's open file, positioned at its payload and ending
-/// with it, counted as a reading of the snapshot while it lives.
-struct Payload {
-    file: io::Take<Box<dyn ReadableFile>>,
-    reading: Reading,
-}
-
-impl Payload {
-    fn buffered(self) -> SnapshotReader {
-        Box::new(
-            self.reading
-                .guard(BufReader::with_capacity(IO_BUFFER_BYTES, self.file)),
-        )
-    }
-}
 
 fn snapshot_name(index: u64) -> String {
     format!("snap-{index:016x}.snap")
@@ -353,29 +322,14 @@ impl SnapshotStore {
     /// some and none verifies, the error of the newest is returned (starting
     /// from nothing would silently lose state).
     pub fn latest(&self) -> Result<Option<(u64, SnapshotReader)>, StorageError> {
-        Ok(self
-            .latest_payload()?
-            .map(|(index, payload)| (index, payload.buffered())))
-    }
-
-    /// As [`SnapshotStore::latest`], the payload read in pieces to be sent
-    /// elsewhere whole (see [`SnapshotPieces`]).
-    pub fn latest_pieces(&self) -> Result<Option<(u64, SnapshotPieces)>, StorageError> {
-        Ok(self
-            .latest_payload()?
-            .map(|(index, payload)| (index, SnapshotPieces(payload))))
-    }
-
-    fn latest_payload(&self) -> Result<Option<(u64, Payload)>, StorageError> {
         let mut indices = self.snapshot_indices()?;
         indices.sort_unstable_by(|a, b| b.cmp(a));
         let mut newest_error = None;
         for index in indices {
-            let path = self.dir.join(snapshot_name(index));
-            match self.verify(&path, index) {
-                Ok(reader) => return Ok(Some((index, reader))),
+            match self.verified(index) {
+                Ok(payload) => return Ok(Some((index, payload.buffered()))),
                 Err(e) => {
-                    warn!(file = %path.display(), error = %e, "snapshot failed verification; trying an older one");
+                    warn!(error = %e, "snapshot failed verification; trying an older one");
                     newest_error.get_or_insert(e);
                 }
             }
@@ -386,109 +340,32 @@ impl SnapshotStore {
         }
     }
 
+    /// The newest snapshot, as (index, its payload in pieces, checked as
+    /// they are read: see [`SnapshotPieces`]); `Ok(None)` if there is
+    /// none. Unlike [`SnapshotStore::latest`] it reads the file only once,
+    /// and never falls back to an older snapshot.
+    pub fn latest_pieces(&self) -> Result<Option<(u64, SnapshotPieces)>, StorageError> {
+        let Some(index) = self.snapshot_indices()?.into_iter().max() else {
+            return Ok(None);
+        };
+        let path = self.dir.join(snapshot_name(index));
+        let pieces =
+            snapshot_read::pieces(self.fs.as_ref(), &path, index, self.spare.reading(index))?;
+        Ok(Some((index, pieces)))
+    }
+
     /// The snapshot at `index`, verified, or `Ok(None)` if there is none
     /// (never taken, or pruned since).
     pub fn at(&self, index: u64) -> Result<Option<SnapshotReader>, StorageError> {
         if !self.snapshot_indices()?.contains(&index) {
             return Ok(None);
         }
-        let path = self.dir.join(snapshot_name(index));
-        self.verify(&path, index)
-            .map(|payload| Some(payload.buffered()))
+        self.verified(index).map(|payload| Some(payload.buffered()))
     }
 
-    /// Reads `path` once through, checking header, trailer and checksum; on
-    /// success returns the payload of the same open file.
-    fn verify(&self, path: &Path, index: u64) -> Result<Payload, StorageError> {
-        let ctx = || format!("reading snapshot {}", path.display());
-        let reading = self.spare.reading(index);
-        let mut file = self.fs.open_read(path).map_err(io_context(ctx))?;
-        let file_len = file.seek(SeekFrom::End(0)).map_err(io_context(ctx))?;
-        file.seek(SeekFrom::Start(0)).map_err(io_context(ctx))?;
-        let bad = |offset: u64, reason: String| StorageError::Corrupt {
-            file: path.to_path_buf(),
-            offset,
-            reason,
-        };
-        if file_len < HEADER_BYTES + TRAILER_BYTES {
-            return Err(bad(
-                0,
-                format!("file is only {file_len} bytes, too short for a snapshot"),
-            ));
-        }
-        let payload_len = file_len - HEADER_BYTES - TRAILER_BYTES;
-        let mut reader = BufReader::with_capacity(IO_BUFFER_BYTES, file);
-        let mut header = [0u8; HEADER_BYTES as usize];
-        reader.read_exact(&mut header).map_err(io_context(ctx))?;
-        if header[0..8] != SNAPSHOT_MAGIC {
-            return Err(bad(
-                0,
-                "missing or unknown snapshot header (not a Paddock snapshot, or written by an \
-                 incompatible version)"
-                    .to_string(),
-            ));
-        }
-        let mut crc = crc32c::crc32c(&header);
-        let mut remaining = payload_len;
-        while remaining > 0 {
-            let chunk = reader.fill_buf().map_err(io_context(ctx))?;
-            if chunk.is_empty() {
-                return Err(StorageError::Io {
-                    context: ctx(),
-                    source: io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "the file shrank while being read",
-                    ),
-                });
-            }
-            let n = chunk
-                .len()
-                .min(usize::try_from(remaining).unwrap_or(usize::MAX));
-            crc = crc32c::crc32c_append(crc, &chunk[..n]);
-            reader.consume(n);
-            remaining -= n as u64;
-        }
-        let mut trailer = [0u8; TRAILER_BYTES as usize];
-        reader.read_exact(&mut trailer).map_err(io_context(ctx))?;
-        let trailer_at = HEADER_BYTES + payload_len;
-        if trailer[12..16] != TRAILER_MAGIC {
-            return Err(bad(
-                trailer_at,
-                "missing trailer: the snapshot was not written completely".into(),
-            ));
-        }
-        let mut len_bytes = [0u8; 8];
-        len_bytes.copy_from_slice(&trailer[0..8]);
-        if u64::from_le_bytes(len_bytes) != payload_len {
-            return Err(bad(
-                trailer_at,
-                "trailer's payload length does not match the file size".into(),
-            ));
-        }
-        let mut crc_bytes = [0u8; 4];
-        crc_bytes.copy_from_slice(&trailer[8..12]);
-        if u32::from_le_bytes(crc_bytes) != crc {
-            return Err(bad(
-                HEADER_BYTES,
-                "checksum mismatch over the snapshot payload".into(),
-            ));
-        }
-        let mut index_bytes = [0u8; 8];
-        index_bytes.copy_from_slice(&header[8..16]);
-        let header_index = u64::from_le_bytes(index_bytes);
-        if header_index != index {
-            return Err(bad(
-                8,
-                format!("the file holds the snapshot at index {header_index}, but its name says {index}"),
-            ));
-        }
-        let mut file = reader.into_inner();
-        file.seek(SeekFrom::Start(HEADER_BYTES))
-            .map_err(io_context(ctx))?;
-        Ok(Payload {
-            file: file.take(payload_len),
-            reading,
-        })
+    fn verified(&self, index: u64) -> Result<Payload, StorageError> {
+        let path = self.dir.join(snapshot_name(index));
+        snapshot_read::verified(self.fs.as_ref(), &path, index, self.spare.reading(index))
     }
 
     fn list(&self) -> Result<Vec<String>, StorageError> {

@@ -180,8 +180,24 @@ fn a_payload_read_in_pieces_is_the_payload_cut_at_each_piece_size() {
     }
 }
 
+/// The pieces up to the first error, and that error (`None` if they all
+/// came, to the empty one).
+fn pieces_until_error(
+    pieces: &mut SnapshotPieces,
+    bytes: usize,
+) -> (Vec<u8>, Option<StorageError>) {
+    let mut read = Vec::new();
+    loop {
+        match pieces.next_piece(bytes) {
+            Ok(piece) if piece.is_empty() => return (read, None),
+            Ok(piece) => read.extend_from_slice(&piece),
+            Err(error) => return (read, Some(error)),
+        }
+    }
+}
+
 #[test]
-fn a_snapshot_being_sent_in_pieces_is_never_written_over() {
+fn a_snapshot_pruned_while_sent_in_pieces_ends_in_an_error_never_in_other_bytes() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let store = SnapshotStore::open(tmp.path()).expect("open");
     let whole = payload(1, 3 << 20);
@@ -190,13 +206,52 @@ fn a_snapshot_being_sent_in_pieces_is_never_written_over() {
     let mut read = sending.next_piece(1 << 20).expect("the first piece");
     save(&store, 2, 1, &payload(2, 3 << 20));
     save(&store, 3, 1, &payload(3, 3 << 20));
-    read.extend(pieces(&mut sending, 1 << 20).concat());
+    // Snapshot 1 was removed under its reader, not written over (it was
+    // not kept as the spare while read): it is cut short, which the
+    // pieces report rather than end as if it were whole.
+    let (rest, error) = pieces_until_error(&mut sending, 1 << 20);
+    read.extend_from_slice(&rest);
     assert!(
         whole.starts_with(&read),
         "a pruned snapshot sent other bytes"
     );
+    assert!(read.len() < whole.len(), "a removed snapshot read whole");
+    assert!(
+        matches!(&error, Some(StorageError::Io { source, .. }) if source.kind() == io::ErrorKind::UnexpectedEof),
+        "{error:?}"
+    );
     drop(sending);
     assert_eq!(latest(&store), Some((3, payload(3, 3 << 20))));
+}
+
+#[test]
+fn pieces_of_a_damaged_snapshot_end_in_an_error_before_the_last_piece() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    for len in [3 << 20, (5 << 19) + 1] {
+        save(&store, 1, 1, &payload(1, len));
+        let path = tmp.path().join("snap-0000000000000001.snap");
+        flip_byte(&path, 16 + (len as u64) / 2);
+        let (_, mut sending) = store.latest_pieces().expect("latest").expect("snapshot 1");
+        let (read, error) = pieces_until_error(&mut sending, 1 << 20);
+        assert_eq!(
+            read.len(),
+            2 << 20,
+            "every piece but the one ending the payload"
+        );
+        assert!(
+            matches!(error, Some(StorageError::Corrupt { .. })),
+            "{error:?}"
+        );
+        fs::remove_file(&path).expect("remove");
+    }
+    // A damaged header is found before any piece.
+    save(&store, 2, 1, &payload(2, 100));
+    flip_byte(&tmp.path().join("snap-0000000000000002.snap"), 0);
+    assert!(matches!(
+        store.latest_pieces(),
+        Err(StorageError::Corrupt { offset: 0, .. })
+    ));
 }
 
 #[test]
