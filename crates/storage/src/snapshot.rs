@@ -19,13 +19,15 @@
 //!
 //! [`SnapshotStore::latest`] reads a candidate file once, in full, computing
 //! the checksum as it goes; only if it verifies does it hand out a reader,
-//! over the same open file rewound to the payload. A leader sending its
-//! snapshot reads it only once: [`SnapshotStore::latest_pieces`] checks the
-//! checksum as it hands the payload out in pieces, and gives the piece that
-//! ends the payload only once the trailer matched (`snapshot_read`). So the caller never sees a
+//! over the same open file rewound to the payload. So the caller never sees a
 //! byte of a bad snapshot, at the price of reading each snapshot twice. A
-//! snapshot pruned while it is being read is removed, never written over
-//! (see below); the reader sees it cut short.
+//! leader sending its snapshot to a follower reads it only once:
+//! [`SnapshotStore::latest_pieces`] checks the checksum as it hands the
+//! payload out in pieces, and gives the piece that ends the payload only
+//! once the trailer matched (`snapshot_read`), so the follower never takes
+//! a bad snapshot for whole. A snapshot pruned while it is being read is
+//! removed, never written over (see below); the reader sees it cut short,
+//! which the pieces report as an error.
 //!
 //! # The spare
 //!
