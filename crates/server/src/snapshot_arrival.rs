@@ -99,7 +99,6 @@ fn decode(mut arriving: ArrivingSnapshot) -> Result<(SnapshotMeta, DataTree), St
 
 #[cfg(test)]
 mod tests {
-
     use consensus::Membership;
     use tree::TxnOp;
 

@@ -230,7 +230,7 @@ fn corrupt(path: &Path, offset: u64, reason: String) -> StorageError {
 
 fn shrank(path: &Path) -> StorageError {
     StorageError::Io {
-        context: format!("reading snapshot {}", path.display()),
+        context: reading(path)(),
         source: io::Error::new(
             io::ErrorKind::UnexpectedEof,
             "the file shrank while being read",
