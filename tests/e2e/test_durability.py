@@ -77,6 +77,34 @@ def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
         zk.stop()
 
 
+def test_a_damaged_newest_snapshot_gives_way_to_the_one_before(server_factory, kazoo_factory):
+    """A restart reads its snapshot once, checking it as it decodes it: a
+    flipped byte in the newest is found on the way, and the server starts
+    from the snapshot before it and the log after that one, with every
+    write, and says so."""
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    zk.create("/d", b"")
+    for i in range(300):
+        zk.create(f"/d/n{i:04}", str(i).encode() * 50)
+    expected = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
+    zk.stop()
+    s.stop()
+    found = snapshots(s)
+    assert len(found) >= 2, found
+    newest = bytearray(found[-1].read_bytes())
+    newest[len(newest) // 2] ^= 0x01
+    found[-1].write_bytes(bytes(newest))
+
+    s.start()
+    log = s.stderr_tail(400)
+    assert found[-1].name in log and "trying an older one" in log, log
+    zk = kazoo_factory(s)
+    got = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
+    assert got == expected
+    zk.stop()
+
+
 @pytest.mark.parametrize("caught", [".tmp", ".removing"])
 def test_a_kill_while_a_snapshot_is_written_or_a_file_removed_loses_nothing(
         server_factory, kazoo_factory, caught):

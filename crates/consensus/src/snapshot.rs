@@ -291,7 +291,28 @@ impl Snapshots {
         Self::with_meta(reader).map(Some)
     }
 
-    fn with_meta(mut reader: SnapshotReader) -> Result<(SnapshotMeta, SnapshotReader), Error> {
+    /// The indices of the snapshots there are, newest first: the order a
+    /// restart tries them in with [`Self::checked_as_read`].
+    pub fn newest_first(&self) -> Result<Vec<u64>, Error> {
+        Ok(self.store.newest_first()?)
+    }
+
+    /// The snapshot at `index`: its metadata, and a reader of the state
+    /// machine's bytes that checks the file as it reads it, so that a
+    /// restart reads it once. Unlike [`Self::latest`], the snapshot is not
+    /// verified first: it is whole and undamaged only once the reader
+    /// reached its end without an error (a read of 0 bytes), and the
+    /// caller keeps nothing it built from it before then.
+    pub fn checked_as_read(&self, index: u64) -> Result<(SnapshotMeta, SnapshotPieces), Error> {
+        Self::with_meta(self.store.pieces(index)?)
+    }
+
+    /// The file the snapshot at `index` is kept in, for messages.
+    pub fn path_of(&self, index: u64) -> std::path::PathBuf {
+        self.store.path_of(index)
+    }
+
+    fn with_meta<R: Read>(mut reader: R) -> Result<(SnapshotMeta, R), Error> {
         let meta = SnapshotMeta::read_from(&mut reader)?;
         Ok((meta, reader))
     }

@@ -21,11 +21,12 @@
 //! the checksum as it goes; only if it verifies does it hand out a reader,
 //! over the same open file rewound to the payload. So the caller never sees a
 //! byte of a bad snapshot, at the price of reading each snapshot twice. A
-//! leader sending its snapshot to a follower reads it only once:
-//! [`SnapshotStore::latest_pieces`] checks the checksum as it hands the
-//! payload out in pieces, and gives the piece that ends the payload only
-//! once the trailer matched (`snapshot_read`), so the follower never takes
-//! a bad snapshot for whole. A snapshot pruned while it is being read is
+//! leader sending its snapshot to a follower, and a server restoring its
+//! tree at start, read it only once: [`SnapshotStore::latest_pieces`] and
+//! [`SnapshotStore::pieces`] check the checksum as they hand the payload
+//! out, in pieces or as one stream, and give the bytes that end the payload
+//! only once the trailer matched (`snapshot_read`), so neither a follower
+//! nor a restore takes a bad snapshot for whole. A snapshot pruned while it is being read is
 //! removed, never written over (see below); the reader sees it cut short,
 //! which the pieces report as an error.
 //!
@@ -209,7 +210,7 @@ impl SnapshotStore {
             }
             return Err(e);
         }
-        let path = self.dir.join(snapshot_name(index));
+        let path = self.path_of(index);
         self.fs.rename(&temp, &path).map_err(io_context(|| {
             format!("renaming {} to {}", temp.display(), path.display())
         }))?;
@@ -271,19 +272,15 @@ impl SnapshotStore {
     /// those as the spare if it may be. Failures only cost disk space, so
     /// they are logged, not returned.
     fn prune(&self, retain: usize) {
-        let mut indices = match self.snapshot_indices() {
+        let indices = match self.newest_first() {
             Ok(indices) => indices,
             Err(e) => {
                 warn!(error = %e, "could not list snapshots to prune old ones");
                 return;
             }
         };
-        if indices.len() <= retain {
-            return;
-        }
-        indices.sort_unstable_by(|a, b| b.cmp(a));
-        for index in &indices[retain..] {
-            let path = self.dir.join(snapshot_name(*index));
+        for index in indices.iter().skip(retain) {
+            let path = self.path_of(*index);
             match self.keep_as_spare(*index, &path) {
                 Ok(true) => {
                     debug!(file = %path.display(), "kept old snapshot as the spare");
@@ -324,10 +321,8 @@ impl SnapshotStore {
     /// some and none verifies, the error of the newest is returned (starting
     /// from nothing would silently lose state).
     pub fn latest(&self) -> Result<Option<(u64, SnapshotReader)>, StorageError> {
-        let mut indices = self.snapshot_indices()?;
-        indices.sort_unstable_by(|a, b| b.cmp(a));
         let mut newest_error = None;
-        for index in indices {
+        for index in self.newest_first()? {
             match self.verified(index) {
                 Ok(payload) => return Ok(Some((index, payload.buffered()))),
                 Err(e) => {
@@ -350,10 +345,30 @@ impl SnapshotStore {
         let Some(index) = self.snapshot_indices()?.into_iter().max() else {
             return Ok(None);
         };
-        let path = self.dir.join(snapshot_name(index));
-        let pieces =
-            snapshot_read::pieces(self.fs.as_ref(), &path, index, self.spare.reading(index))?;
-        Ok(Some((index, pieces)))
+        self.pieces(index).map(|pieces| Some((index, pieces)))
+    }
+
+    /// The indices of the snapshots there are, newest first: the order a
+    /// server restoring through [`SnapshotStore::pieces`] tries them in.
+    pub fn newest_first(&self) -> Result<Vec<u64>, StorageError> {
+        let mut indices = self.snapshot_indices()?;
+        indices.sort_unstable_by(|a, b| b.cmp(a));
+        Ok(indices)
+    }
+
+    /// The snapshot at `index` (one [`SnapshotStore::newest_first`] gave),
+    /// its header checked and its payload checked as it is read: see
+    /// [`SnapshotPieces`]. Unlike [`SnapshotStore::latest`], nothing but
+    /// the header is checked before the first byte, so a caller that
+    /// builds on the bytes keeps nothing until it read them to the end.
+    pub fn pieces(&self, index: u64) -> Result<SnapshotPieces, StorageError> {
+        let path = self.path_of(index);
+        snapshot_read::pieces(self.fs.as_ref(), &path, index, self.spare.reading(index))
+    }
+
+    /// The file the snapshot at `index` is kept in, for messages.
+    pub fn path_of(&self, index: u64) -> PathBuf {
+        self.dir.join(snapshot_name(index))
     }
 
     /// The snapshot at `index`, verified, or `Ok(None)` if there is none
@@ -366,7 +381,7 @@ impl SnapshotStore {
     }
 
     fn verified(&self, index: u64) -> Result<Payload, StorageError> {
-        let path = self.dir.join(snapshot_name(index));
+        let path = self.path_of(index);
         snapshot_read::verified(self.fs.as_ref(), &path, index, self.spare.reading(index))
     }
 

@@ -1,8 +1,10 @@
 //! Reading a snapshot file back: checking its header and trailer, and
 //! handing out its payload, either verified whole before the first byte
-//! ([`verified`], for a server that restores its tree from it) or checked
-//! as it is read in pieces ([`SnapshotPieces`], for a leader that sends it
-//! to a follower and so reads it once rather than twice).
+//! ([`verified`], for a reader that cannot take back what it read) or
+//! checked as it is read, in pieces or as one stream ([`SnapshotPieces`],
+//! for a leader that sends it to a follower, or a server that restores its
+//! tree at start and keeps nothing until the end: each reads it once
+//! rather than twice).
 
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -192,7 +194,7 @@ impl SnapshotPieces {
     /// The next `bytes` of the payload, fewer only at its end, after which
     /// the pieces are empty.
     pub fn next_piece(&mut self, bytes: usize) -> Result<Vec<u8>, StorageError> {
-        let want = usize::try_from(self.remaining).map_or(bytes, |remaining| remaining.min(bytes));
+        let want = self.at_most(bytes);
         let mut piece = Vec::with_capacity(want);
         (&mut self.opened.file)
             .take(want as u64)
@@ -201,8 +203,20 @@ impl SnapshotPieces {
         if piece.len() < want {
             return Err(shrank(&self.path));
         }
-        self.opened.crc = crc32c::crc32c_append(self.opened.crc, &piece);
-        self.remaining -= want as u64;
+        self.checked(&piece)?;
+        Ok(piece)
+    }
+
+    /// `bytes`, or fewer where the payload ends sooner.
+    fn at_most(&self, bytes: usize) -> usize {
+        usize::try_from(self.remaining).map_or(bytes, |remaining| remaining.min(bytes))
+    }
+
+    /// Counts `read`, the payload's next bytes, into the checksum, and
+    /// checks the trailer once they reach the payload's end.
+    fn checked(&mut self, read: &[u8]) -> Result<(), StorageError> {
+        self.opened.crc = crc32c::crc32c_append(self.opened.crc, read);
+        self.remaining -= read.len() as u64;
         if self.remaining == 0 && !self.trailer_checked {
             let Opened {
                 file,
@@ -212,7 +226,28 @@ impl SnapshotPieces {
             check_trailer(file, &self.path, *payload_len, *crc)?;
             self.trailer_checked = true;
         }
-        Ok(piece)
+        Ok(())
+    }
+}
+
+/// The payload as one stream, read from the file straight into the
+/// caller's buffer, for a server that restores its tree from it: the read
+/// that reaches the payload's end returns only once the trailer matched,
+/// so a decoder that reads to the end (and then finds nothing more) has
+/// read a whole, undamaged snapshot, the file read once. Its errors are
+/// the [`StorageError`]s `next_piece` returns, carried in an `io::Error`.
+impl Read for SnapshotPieces {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = self.at_most(buf.len());
+        if want == 0 {
+            return Ok(0);
+        }
+        let read = self.opened.file.read(&mut buf[..want])?;
+        if read == 0 {
+            return Err(io::Error::other(shrank(&self.path)));
+        }
+        self.checked(&buf[..read]).map_err(io::Error::other)?;
+        Ok(read)
     }
 }
 

@@ -254,6 +254,73 @@ fn pieces_of_a_damaged_snapshot_end_in_an_error_before_the_last_piece() {
     ));
 }
 
+/// What a restore reads of the snapshot at `index` as one stream, in
+/// reads of `bytes` (as the tree's decoder reads, into a buffer of its
+/// own), and the error that ended it, if one did.
+fn streamed(store: &SnapshotStore, index: u64, bytes: usize) -> (Vec<u8>, Option<io::Error>) {
+    let mut stream = store.pieces(index).expect("the header checks");
+    let mut read = Vec::new();
+    let mut buf = vec![0; bytes];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return (read, None),
+            Ok(n) => read.extend_from_slice(&buf[..n]),
+            Err(error) => return (read, Some(error)),
+        }
+    }
+}
+
+#[test]
+fn a_payload_read_as_one_stream_is_the_payload_newest_first() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    for (index, len) in [(1, 3 << 20), (2, (5 << 19) + 1), (3, 0)] {
+        save(&store, index, 3, &payload(index, len));
+    }
+    assert_eq!(store.newest_first().expect("list"), [3, 2, 1]);
+    for index in [1, 2, 3] {
+        let (read, error) = streamed(&store, index, 2 << 20);
+        assert!(error.is_none(), "{error:?}");
+        assert!(
+            read == latest_at(&store, index),
+            "the stream of {index} differs"
+        );
+    }
+}
+
+fn latest_at(store: &SnapshotStore, index: u64) -> Vec<u8> {
+    let mut data = Vec::new();
+    let mut reader = store.at(index).expect("at").expect("kept");
+    reader.read_to_end(&mut data).expect("read payload");
+    data
+}
+
+#[test]
+fn a_damaged_snapshot_read_as_one_stream_ends_in_an_error_before_its_last_bytes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let store = SnapshotStore::open(tmp.path()).expect("open");
+    let path = tmp.path().join("snap-0000000000000001.snap");
+    for (len, damage_at) in [(3 << 20, 1 << 20), ((5 << 19) + 1, 16 + (5 << 19))] {
+        save(&store, 1, 1, &payload(1, len));
+        flip_byte(&path, damage_at);
+        let (read, error) = streamed(&store, 1, 1 << 20);
+        assert!(
+            read.len() < len && len - read.len() <= 1 << 20,
+            "{} of {len} bytes came before the error",
+            read.len()
+        );
+        let error = error.expect("the damage is an error");
+        let storage = error
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<StorageError>());
+        assert!(
+            matches!(storage, Some(StorageError::Corrupt { .. })),
+            "{error:?}"
+        );
+        fs::remove_file(&path).expect("remove");
+    }
+}
+
 #[test]
 fn a_snapshot_is_found_by_its_index_until_pruned() {
     let tmp = tempfile::tempdir().expect("tempdir");
