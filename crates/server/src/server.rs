@@ -480,8 +480,9 @@ fn load_with_log(
 /// A tree and the snapshot it was loaded from, if any.
 type LoadedTree = (DataTree, Option<SnapshotMeta>);
 
-/// The tree loaded from the newest snapshot, and sets `config`'s servers to what the tree
-/// records over the files: a takeover's ensemble, a reconfig's membership.
+/// The state a server starts from, given its loaded tree: sets `config`'s
+/// servers to what the tree records over the files: a takeover's ensemble,
+/// a reconfig's membership.
 /// A server of an ensemble that no reconfig has changed writes zoo.cfg's
 /// membership into the tree, as ZooKeeper writes `/zookeeper/config`.
 fn starting_state(
