@@ -26,9 +26,9 @@
 //! [`SnapshotStore::pieces`] check the checksum as they hand the payload
 //! out, in pieces or as one stream, and give the bytes that end the payload
 //! only once the trailer matched (`snapshot_read`), so neither a follower
-//! nor a restore takes a bad snapshot for whole. A snapshot pruned while it is being read is
-//! removed, never written over (see below); the reader sees it cut short,
-//! which the pieces report as an error.
+//! nor a restore takes a bad snapshot for whole. A snapshot pruned while
+//! it is being read is removed, never written over (see below); the
+//! reader sees it cut short, which the pieces report as an error.
 //!
 //! # The spare
 //!
