@@ -236,7 +236,7 @@ impl<V: Clone> HashTrie<V> {
     /// lookup after another waits for each in turn; `found` is given the
     /// value of each key that leads to one, to start loading what it
     /// points to. Each round reads the slot the round before asked for.
-    pub(crate) fn prefetch(&self, keys: &[u64], mut found: impl FnMut(&V)) {
+    pub(crate) fn prefetch<'s>(&'s self, keys: &[u64], mut found: impl FnMut(&'s V)) {
         let mut walks: Vec<(u64, &Slot<V>)> = Vec::with_capacity(keys.len());
         walks.extend(keys.iter().filter_map(|&key| {
             let slot = self.root.slot(key, 0)?;

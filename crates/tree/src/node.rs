@@ -209,12 +209,14 @@ impl Node {
     }
 
     /// Gives `node` new data, and returns it and the length of the data it
-    /// had. A node a clone shares is copied first, as `Arc::make_mut`
-    /// copies, but without the data it loses.
-    pub(crate) fn replace_data(
-        node: &mut SharedNode,
-        data: Option<Box<[u8]>>,
-    ) -> (&mut Node, usize) {
+    /// had. Data as long as the old is copied over it when no clone shares
+    /// the node; otherwise the data gets an allocation of its own, and a
+    /// node a clone shares is copied first, as `Arc::make_mut` copies, but
+    /// without the data it loses.
+    pub(crate) fn replace_data<'a>(
+        node: &'a mut SharedNode,
+        data: Option<&[u8]>,
+    ) -> (&'a mut Node, usize) {
         let old_len = node.data_len();
         if SharedNode::get_mut(node).is_none() {
             *node = SharedNode::new(Node {
@@ -225,7 +227,10 @@ impl Node {
             });
         }
         let unique = SharedNode::get_mut(node).expect("a node just made is not shared");
-        unique.data = NodeData::from(data);
+        let overwritten = data.is_some_and(|data| unique.data.overwrite(data));
+        if !overwritten {
+            unique.data = NodeData::from(data.map(Box::from));
+        }
         (unique, old_len)
     }
 

@@ -18,7 +18,8 @@ pub(crate) struct NodeData {
     len: u32,
 }
 
-// Immutable bytes owned by this value alone, as a `Box<[u8]>` is.
+// Bytes owned by this value alone, as a `Box<[u8]>` is, and changed only
+// through `&mut self`.
 unsafe impl Send for NodeData {}
 unsafe impl Sync for NodeData {}
 
@@ -39,6 +40,24 @@ impl NodeData {
     /// `dataLength`: 0 for null data, as `DataNode.copyStat` counts it.
     pub(crate) fn len(&self) -> usize {
         self.len as usize
+    }
+
+    /// Copies `data` over these bytes if it is as long as they are, and
+    /// says whether it did: no allocation is made or freed, and the bytes
+    /// written are the ones the apply loop prefetched (see `Nodes::prefetch`),
+    /// where a new allocation's lines are rarely in the cache.
+    pub(crate) fn overwrite(&mut self, data: &[u8]) -> bool {
+        let Some(bytes) = self.bytes else {
+            return false;
+        };
+        if data.len() != self.len() {
+            return false;
+        }
+        // Safety: `bytes` is the start of `len` bytes this value owns
+        // alone (`&mut self`), dangling but aligned when `len` is 0, and
+        // `data` is another allocation's.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), bytes.as_ptr(), data.len()) };
+        true
     }
 }
 
@@ -100,6 +119,20 @@ mod tests {
         assert_eq!(bytes.as_deref(), Some(&b"some data"[..]));
         assert_eq!((null.len(), empty.len(), bytes.len()), (0, 0, 9));
         assert_ne!(null, empty);
+    }
+
+    #[test]
+    fn only_bytes_of_the_same_length_are_overwritten() {
+        let mut bytes = NodeData::from(Some(Box::from(&b"old"[..])));
+        assert!(bytes.overwrite(b"new"));
+        assert_eq!(bytes.as_deref(), Some(&b"new"[..]));
+        assert!(!bytes.overwrite(b"longer"));
+        assert_eq!(bytes.as_deref(), Some(&b"new"[..]));
+        let mut null = NodeData::NULL;
+        let mut empty = NodeData::from(Some(Box::default()));
+        assert!(!null.overwrite(b""));
+        assert!(empty.overwrite(b""));
+        assert_eq!((null.as_deref(), empty.as_deref()), (None, Some(&b""[..])));
     }
 
     #[test]

@@ -172,7 +172,7 @@ impl DataTree {
 
     /// Gives the node at `path` new data; returns the node, to change
     /// further in place, and the length of the data it had.
-    fn replace_data(&mut self, path: &str, data: Option<Box<[u8]>>) -> Option<(&mut Node, i64)> {
+    fn replace_data(&mut self, path: &str, data: Option<&[u8]>) -> Option<(&mut Node, i64)> {
         let node = self.nodes.get_mut(path::lookup_key(path))?;
         let (node, old_len) = Node::replace_data(node, data);
         Some((node, old_len as i64))
@@ -301,7 +301,7 @@ impl DataTree {
         triggers: &mut Vec<Trigger>,
     ) -> Stat {
         let (node, old_len) = self
-            .replace_data(path, data.as_deref().map(Box::from))
+            .replace_data(path, data.as_deref())
             .expect("setData of a checked node");
         let new_len = node.data_len() as i64;
         node.stat.mtime = time_ms;
@@ -337,7 +337,7 @@ impl DataTree {
     /// replica holds the same node.
     pub fn install_config(&mut self, text: Bytes, version: i64) {
         let (node, old_len) = self
-            .replace_data(path::CONFIG_ZOOKEEPER, Some(Box::from(&text[..])))
+            .replace_data(path::CONFIG_ZOOKEEPER, Some(&text[..]))
             .expect("every tree has the config node");
         node.stat.version = -1;
         node.stat.mzxid = version;
@@ -350,7 +350,7 @@ impl DataTree {
     /// whose membership is not this one's.
     pub fn forget_config(&mut self) {
         let (node, old_len) = self
-            .replace_data(path::CONFIG_ZOOKEEPER, Some(Box::default()))
+            .replace_data(path::CONFIG_ZOOKEEPER, Some(&[]))
             .expect("every tree has the config node");
         node.stat.version = 0;
         node.stat.mzxid = 0;
@@ -361,6 +361,6 @@ impl DataTree {
     /// Replaces a node's data without touching its stat, as ZooKeeper's
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {
-        self.replace_data(path, Some(Box::from(&data[..])));
+        self.replace_data(path, Some(&data[..]));
     }
 }
