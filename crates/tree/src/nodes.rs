@@ -28,12 +28,14 @@
 //! setData of data as long as the old copies it over the old
 //! (`NodeData::overwrite`), into lines so loaded, rather than into a new
 //! allocation, whose lines at 1M znodes are rarely in the cache: a
-//! setData prefetched 32 at a time took 697-823 ns instead of 880-1032
-//! (`tree_costs 1000000 500000`, six runs and three), and a standalone
+//! setData prefetched 32 at a time took 737-823 ns instead of 880-1032
+//! (`tree_costs 1000000 500000`, eight runs each), and a standalone
 //! server read at 1M znodes at 0.91-0.93 of its empty tree's rate instead
 //! of 0.73-0.75 (`paddock bench treesize --sizes 0,1000000`, two
-//! alternated pairs). Applied one by one, with nothing prefetched, the
-//! overwrite is slower, 1.66-1.84 µs against 1.34-1.49: its store into a
+//! alternated pairs; 0.78-0.82 instead of 0.72-0.73 with `--sizes
+//! 0,100000,1000000`, as `bench/compare` runs it, its CPU per read 1.77-1.83
+//! µs instead of 2.04-2.07). Applied one by one, with nothing prefetched, the
+//! overwrite is slower, 1.66-1.94 µs against 1.34-1.49: its store into a
 //! line not in the cache comes after the lookup rather than beside it.
 
 use imbl::OrdMap;
