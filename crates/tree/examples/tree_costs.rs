@@ -7,9 +7,10 @@
 //!
 //! Creates ZNODES znodes of 128 bytes (all under one parent, or
 //! PER_PARENT to a parent), then applies OPS setData and OPS getData to
-//! random ones, writes a snapshot to memory and loads it back, and prints
-//! the time of each per operation and the resident memory. It allocates
-//! with jemalloc, as the server does.
+//! random ones, counts the znodes below their top (getAllChildrenNumber),
+//! writes a snapshot to memory and loads it back, and prints the time of
+//! each per operation and the resident memory. It allocates with
+//! jemalloc, as the server does.
 
 use std::time::{Duration, Instant};
 
@@ -66,6 +67,14 @@ fn main() {
         tree.tree.get_data_node(path, &[]).expect("a created znode");
     }
     report("getData", started.elapsed(), ops);
+    let started = Instant::now();
+    let counted = tree.tree.all_children_number("/costs", &[]);
+    report(
+        "getAllChildrenNumber of /costs, a znode",
+        started.elapsed(),
+        znodes,
+    );
+    assert_eq!(counted, Ok(layout.below_costs(znodes)));
 
     // Serialising alone first: the write into memory below also grows
     // and faults in its buffer, which can cost as much again.
@@ -103,6 +112,12 @@ struct Layout {
 impl Layout {
     fn parent(&self, i: u64) -> Option<String> {
         self.per_parent.map(|n| format!("/costs/p{:06}", i / n))
+    }
+
+    /// The znodes under `/costs` once `znodes` are created.
+    fn below_costs(&self, znodes: u64) -> i32 {
+        let parents = self.per_parent.map_or(0, |n| znodes.div_ceil(n));
+        (znodes + parents) as i32
     }
 
     fn path(&self, i: u64) -> String {

@@ -234,26 +234,27 @@ impl<V: Clone> HashTrie<V> {
     /// Starts loading what lookups of `keys` will read, a level at a time
     /// for all of them, so that their cache misses overlap where one
     /// lookup after another waits for each in turn; `found` is given the
-    /// value of each key that leads to one, to start loading what it
-    /// points to. Each round reads the slot the round before asked for.
-    pub(crate) fn prefetch<'s>(&'s self, keys: &[u64], mut found: impl FnMut(&'s V)) {
-        let mut walks: Vec<(u64, &Slot<V>)> = Vec::with_capacity(keys.len());
-        walks.extend(keys.iter().filter_map(|&key| {
+    /// value of each key that leads to one, with the key's index in
+    /// `keys`, to start loading what it points to. Each round reads the
+    /// slot the round before asked for.
+    pub(crate) fn prefetch<'s>(&'s self, keys: &[u64], mut found: impl FnMut(usize, &'s V)) {
+        let mut walks: Vec<(usize, &Slot<V>)> = Vec::with_capacity(keys.len());
+        walks.extend(keys.iter().enumerate().filter_map(|(at, &key)| {
             let slot = self.root.slot(key, 0)?;
             prefetch::object(slot);
-            Some((key, slot))
+            Some((at, slot))
         }));
         let mut level = 0;
         while !walks.is_empty() {
             level += 1;
-            walks.retain_mut(|(key, slot)| match slot {
+            walks.retain_mut(|(at, slot)| match slot {
                 Slot::Leaf(k, value) => {
-                    if k == key {
-                        found(value);
+                    if *k == keys[*at] {
+                        found(*at, value);
                     }
                     false
                 }
-                Slot::Branch(child) => match child.slot(*key, level) {
+                Slot::Branch(child) => match child.slot(keys[*at], level) {
                     Some(next) => {
                         prefetch::object(next);
                         *slot = next;
@@ -511,7 +512,8 @@ mod tests {
 
     proptest! {
         /// The walk that prefetches a group of lookups ends at the values
-        /// the lookups find, and at no others.
+        /// the lookups find, each given with its key's place, and at no
+        /// others.
         #[test]
         fn prefetching_finds_what_lookups_find(
             keys in proptest::collection::btree_set(key(), 0..300),
@@ -524,10 +526,13 @@ mod tests {
             // Some keys that are there, some that may not be.
             let sought: Vec<u64> = sought.into_iter().chain(keys.iter().copied().step_by(3)).collect();
             let mut prefetched = Vec::new();
-            trie.prefetch(&sought, |&v| prefetched.push(v));
+            trie.prefetch(&sought, |at, &v| prefetched.push((at, v)));
             prefetched.sort_unstable();
-            let mut found: Vec<u64> = sought.iter().filter_map(|k| trie.get(*k).copied()).collect();
-            found.sort_unstable();
+            let found: Vec<(usize, u64)> = sought
+                .iter()
+                .enumerate()
+                .filter_map(|(at, k)| Some((at, *trie.get(*k)?)))
+                .collect();
             prop_assert_eq!(prefetched, found);
         }
     }

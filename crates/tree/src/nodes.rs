@@ -70,13 +70,7 @@ impl Nodes {
     }
 
     pub(crate) fn get(&self, path: &str) -> Option<&SharedNode> {
-        match self.by_hash.get(path_hash(path))? {
-            Bucket::One(p, node) => {
-                prefetch::object(&**node);
-                (**p == *path).then_some(node)
-            }
-            Bucket::Many(nodes) => nodes.get(path),
-        }
+        self.by_hash.get(path_hash(path))?.get(path)
     }
 
     pub(crate) fn contains(&self, path: &str) -> bool {
@@ -89,21 +83,56 @@ impl Nodes {
     /// out and a setData of the same length copies over.
     pub(crate) fn prefetch<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
         let hashes: Vec<u64> = paths.into_iter().map(path_hash).collect();
-        let mut found: Vec<&Node> = Vec::with_capacity(hashes.len());
-        self.by_hash.prefetch(&hashes, |bucket| {
+        // Reading each node waits for the first to arrive, while the rest
+        // are on their way: one miss for the group, not one each.
+        for (_, bucket) in self.prefetch_buckets(&hashes) {
+            if let Bucket::One(_, node) = bucket {
+                if let Some(data) = node.data() {
+                    prefetch::object(data);
+                }
+            }
+        }
+    }
+
+    /// Starts loading the trie's slots for `hashes`, then the path and the
+    /// node of each bucket found; gives those buckets, each with the index
+    /// of its hash.
+    fn prefetch_buckets(&self, hashes: &[u64]) -> Vec<(usize, &Bucket)> {
+        let mut found = Vec::with_capacity(hashes.len());
+        self.by_hash.prefetch(hashes, |at, bucket| {
             if let Bucket::One(path, node) = bucket {
                 prefetch::object(&**path);
                 prefetch::object(&**node);
-                found.push(node);
             }
+            found.push((at, bucket));
         });
-        // Reading each node waits for the first to arrive, while the rest
-        // are on their way: one miss for the group, not one each.
-        for node in found {
-            if let Some(data) = node.data() {
-                prefetch::object(data);
-            }
+        found
+    }
+
+    /// The nodes at `paths`, every one of which is in the map, looked up
+    /// together: the paths' bytes, hashed first, are loaded all at once,
+    /// then the trie's slots, and the paths and nodes they lead to (as
+    /// [`Self::prefetch`] loads them), whose buckets then give the nodes
+    /// without a second walk down the trie. Counting the 1M children of
+    /// a node in-process (`tree_costs 1000000 100000`, three runs each)
+    /// took 104-106 ns a child instead of 436-452 looked up one by one.
+    pub(crate) fn get_group<'a>(
+        &'a self,
+        paths: Vec<&'a SharedPath>,
+    ) -> Vec<(&'a SharedPath, &'a Node)> {
+        for path in &paths {
+            prefetch::object(&***path);
         }
+        let hashes: Vec<u64> = paths.iter().map(|path| path_hash(path)).collect();
+        let mut nodes: Vec<Option<&Node>> = vec![None; paths.len()];
+        for (at, bucket) in self.prefetch_buckets(&hashes) {
+            nodes[at] = bucket.get(paths[at]).map(|node| &**node);
+        }
+        let in_map = |node: Option<&'a Node>| node.expect("a path the map holds");
+        paths
+            .into_iter()
+            .zip(nodes.into_iter().map(in_map))
+            .collect()
     }
 
     /// The node at `path`, to change in place (copying what this version
@@ -166,6 +195,18 @@ impl Nodes {
 }
 
 impl Bucket {
+    /// The node at `path`, which has this bucket's hash; the node is
+    /// loaded while the path is compared.
+    fn get(&self, path: &str) -> Option<&SharedNode> {
+        match self {
+            Bucket::One(p, node) => {
+                prefetch::object(&**node);
+                (**p == *path).then_some(node)
+            }
+            Bucket::Many(nodes) => nodes.get(path),
+        }
+    }
+
     /// Adds or replaces the node at `path`, which has this bucket's hash;
     /// returns the one replaced.
     fn insert(&mut self, path: SharedPath, node: SharedNode) -> Option<SharedNode> {

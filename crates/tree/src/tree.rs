@@ -132,34 +132,37 @@ impl DataTree {
 
     /// Every node strictly below `path`, depth first through the children
     /// sets (the nodes map is in hash order, so a subtree is not a range
-    /// of it). Holds one iterator per level, not the nodes.
+    /// of it). Holds, for each level, the children's iterator and a group
+    /// of them looked up, not the subtree.
     pub(crate) fn descendants<'a>(&'a self, path: &str) -> impl Iterator<Item = &'a Node> + 'a {
         self.descendant_entries(path).map(|(_, node)| node)
     }
 
-    /// [`Self::descendants`] with each node's path.
+    /// [`Self::descendants`] with each node's path. Children are looked up
+    /// [`DESCENDANTS_LOOKED_UP_TOGETHER`] at a time (`Nodes::get_group`),
+    /// so that their cache misses overlap.
     pub(crate) fn descendant_entries<'a>(
         &'a self,
         path: &str,
     ) -> impl Iterator<Item = (&'a SharedPath, &'a Node)> + 'a {
         let mut levels: Vec<_> = self
             .node(path)
-            .map(|top| top.children.paths())
+            .map(|top| descent_level(top))
             .into_iter()
             .collect();
         std::iter::from_fn(move || loop {
-            match levels.last_mut()?.next() {
-                None => {
-                    levels.pop();
-                }
-                Some(child) => {
-                    let node = self
-                        .nodes
-                        .get(child)
-                        .expect("every child is in the nodes map");
-                    levels.push(node.children.paths());
-                    return Some((child, &**node));
-                }
+            let level = levels.last_mut()?;
+            if let Some((child, node)) = level.looked_up.next() {
+                levels.push(descent_level(node));
+                return Some((child, node));
+            }
+            let group: Vec<_> = (level.unseen.by_ref())
+                .take(DESCENDANTS_LOOKED_UP_TOGETHER)
+                .collect();
+            if group.is_empty() {
+                levels.pop();
+            } else {
+                level.looked_up = self.nodes.get_group(group).into_iter();
             }
         })
     }
@@ -362,5 +365,23 @@ impl DataTree {
     /// quota bookkeeping does to `zookeeper_stats` nodes.
     pub(crate) fn overwrite_data(&mut self, path: &str, data: Bytes) {
         self.replace_data(path, Some(&data[..]));
+    }
+}
+
+/// Children a walk through a subtree looks up together: enough for their
+/// cache misses to overlap, as the apply loop's groups of txns do.
+const DESCENDANTS_LOOKED_UP_TOGETHER: usize = 32;
+
+/// One node's children, in a walk through its subtree: those looked up
+/// and not yet visited, and those not yet looked up.
+struct DescentLevel<'a, Unseen> {
+    looked_up: std::vec::IntoIter<(&'a SharedPath, &'a Node)>,
+    unseen: Unseen,
+}
+
+fn descent_level(node: &Node) -> DescentLevel<'_, impl Iterator<Item = &SharedPath>> {
+    DescentLevel {
+        looked_up: Vec::new().into_iter(),
+        unseen: node.children.paths(),
     }
 }

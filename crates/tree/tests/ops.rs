@@ -621,6 +621,47 @@ fn children_are_sorted_and_counted() {
     );
 }
 
+/// Every path below `path`, depth first, children in name order, read
+/// through getChildren alone.
+fn walked_by_get_children(tree: &DataTree, path: &str, into: &mut Vec<String>) {
+    let (children, _) = tree.get_children(path, &[]).unwrap();
+    for child in children {
+        let child = format!("{}/{child}", path.trim_end_matches('/'));
+        into.push(child.clone());
+        walked_by_get_children(tree, &child, into);
+    }
+}
+
+#[test]
+fn wide_subtrees_are_walked_depth_first_in_name_order() {
+    // A subtree walk looks children up in groups: parents of more
+    // children than a group, of fewer, and of none, at several depths.
+    let mut h = Harness::new();
+    h.mk("/w", "");
+    for i in 0..75 {
+        h.mk(&format!("/w/c{i:02}"), "");
+    }
+    for i in 0..40 {
+        h.mk(&format!("/w/c05/g{i:02}"), "");
+    }
+    h.mk("/w/c33/only", "");
+    for i in 0..33 {
+        h.mk(&format!("/w/c33/only/d{i:02}"), "");
+    }
+    h.mk("/w/c74/last", "");
+
+    let mut expected = vec!["/".to_owned()];
+    walked_by_get_children(&h.tree, "/", &mut expected);
+    let walked: Vec<&str> = h.tree.znodes_parent_first().map(|(path, _)| path).collect();
+    assert_eq!(walked, expected);
+    assert_eq!(
+        h.tree.all_children_number("/w", &[]),
+        Ok(75 + 40 + 1 + 33 + 1)
+    );
+    assert_eq!(h.tree.all_children_number("/w/c33", &[]), Ok(34));
+    assert_eq!(h.tree.all_children_number("/w/c05/g39", &[]), Ok(0));
+}
+
 #[test]
 fn children_are_listed_page_by_page() {
     let mut h = Harness::new();
