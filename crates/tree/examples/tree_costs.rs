@@ -6,8 +6,9 @@
 //! ```
 //!
 //! Creates ZNODES znodes of 128 bytes (all under one parent, or
-//! PER_PARENT to a parent), then applies OPS setData and OPS getData to
-//! random ones, counts the znodes below their top (getAllChildrenNumber),
+//! PER_PARENT to a parent), then applies OPS setData (also while a
+//! clone shares the tree, as a snapshot does) and OPS getData to random
+//! ones, counts the znodes below their top (getAllChildrenNumber),
 //! writes a snapshot to memory and loads it back, and prints the time of
 //! each per operation and the resident memory. It allocates with
 //! jemalloc, as the server does.
@@ -61,6 +62,17 @@ fn main() {
     tree.set_all_prefetched(&other_paths, PREFETCH_GROUP);
     let label = format!("setData, prefetched {PREFETCH_GROUP} at a time");
     report(&label, started.elapsed(), ops);
+    // As while a snapshot is written: every write copies what it changes
+    // of what the clone shares.
+    let snapshot = tree.tree.clone();
+    let shared_paths: Vec<String> = (0..ops)
+        .map(|_| layout.path(random.below(znodes)))
+        .collect();
+    let started = Instant::now();
+    tree.set_all_prefetched(&shared_paths, PREFETCH_GROUP);
+    let label = format!("setData, prefetched {PREFETCH_GROUP} at a time, under a clone");
+    report(&label, started.elapsed(), ops);
+    drop(snapshot);
     let started = Instant::now();
     // As the server reads: the node, whose data is encoded from it.
     for path in &paths {

@@ -47,6 +47,13 @@ enum Slot<V> {
     Vacant,
 }
 
+/// A value whose clones share something counted: copying an array of them
+/// counts one more reference for each.
+pub(crate) trait Counted {
+    /// Starts loading the counts a clone of this value adds to.
+    fn prefetch_counts(&self);
+}
+
 /// What a slot holding `V` takes in its branch's array.
 pub(crate) const fn slot_bytes<V>() -> usize {
     std::mem::size_of::<Slot<V>>()
@@ -106,7 +113,36 @@ impl<V> Branch<V> {
     }
 }
 
-impl<V: Clone> Branch<V> {
+impl<V: Clone + Counted> Branch<V> {
+    /// The slots, to change in place: copied first when a clone shares
+    /// them. Copying adds a reference to what each slot points to, a
+    /// locked add into a line that is rarely in the cache among 1M keys
+    /// and waits for it before the next; so the counts are all asked for
+    /// first, and arrive together. In-process, a setData among 1M znodes
+    /// while a clone shares the tree (`tree_costs 1000000 200000`, five
+    /// alternated pairs) took 1253-1352 ns instead of 1331-1440.
+    fn slots_mut(&mut self) -> &mut [Slot<V>] {
+        if Arc::get_mut(&mut self.slots).is_none() {
+            self.prefetch_counts();
+        }
+        Arc::make_mut(&mut self.slots)
+    }
+
+    fn prefetch_counts(&self) {
+        for slot in self.slots.iter() {
+            match slot {
+                Slot::Leaf(_, value) => value.prefetch_counts(),
+                // The count sits before the slots, in `Arc`'s allocation.
+                Slot::Branch(child) => prefetch::line(
+                    Arc::as_ptr(&child.slots)
+                        .cast::<u8>()
+                        .wrapping_sub(2 * std::mem::size_of::<usize>()),
+                ),
+                Slot::Vacant => unreachable!("{VACANT}"),
+            }
+        }
+    }
+
     /// Slot `at`, moved out when no clone shares the array.
     fn take_slot(&mut self, at: usize) -> Slot<V> {
         match Arc::get_mut(&mut self.slots) {
@@ -132,6 +168,7 @@ impl<V: Clone> Branch<V> {
                     .collect()
             }
             None => {
+                self.prefetch_counts();
                 let (head, rest) = self.slots.split_at(at);
                 (head.iter().cloned())
                     .chain(inserted)
@@ -153,7 +190,7 @@ impl<V: Clone> Branch<V> {
             };
             return value;
         }
-        let slot = &mut Arc::make_mut(&mut self.slots)[at];
+        let slot = &mut self.slots_mut()[at];
         if matches!(slot, Slot::Leaf(k, _) if *k != key) {
             let Slot::Leaf(k, v) = std::mem::take(slot) else {
                 unreachable!("matched a leaf")
@@ -177,7 +214,7 @@ impl<V: Clone> Branch<V> {
             return None;
         }
         let at = self.position(bit);
-        match &mut Arc::make_mut(&mut self.slots)[at] {
+        match &mut self.slots_mut()[at] {
             Slot::Branch(child) => child.get_mut(level + 1, key),
             Slot::Leaf(k, v) => (*k == key).then_some(v),
             Slot::Vacant => unreachable!("{VACANT}"),
@@ -201,7 +238,7 @@ impl<V: Clone> Branch<V> {
                 Some(value)
             }
             Slot::Branch(_) => {
-                let slot = &mut Arc::make_mut(&mut self.slots)[at];
+                let slot = &mut self.slots_mut()[at];
                 let Slot::Branch(child) = slot else {
                     unreachable!("matched a branch")
                 };
@@ -217,7 +254,7 @@ impl<V: Clone> Branch<V> {
     }
 }
 
-impl<V: Clone> HashTrie<V> {
+impl<V: Clone + Counted> HashTrie<V> {
     pub(crate) fn get(&self, key: u64) -> Option<&V> {
         let mut branch = &self.root;
         let mut level = 0;
@@ -406,13 +443,13 @@ impl<V> SortedBuilder<V> {
     }
 }
 
-impl<V: Clone + PartialEq> PartialEq for HashTrie<V> {
+impl<V: Clone + Counted + PartialEq> PartialEq for HashTrie<V> {
     fn eq(&self, other: &Self) -> bool {
         Arc::ptr_eq(&self.root.slots, &other.root.slots) || self.iter().eq(other.iter())
     }
 }
 
-impl<V: Clone + Eq> Eq for HashTrie<V> {}
+impl<V: Clone + Counted + Eq> Eq for HashTrie<V> {}
 
 #[cfg(test)]
 mod tests {
@@ -421,6 +458,17 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    /// The tests' values count nothing.
+    macro_rules! uncounted {
+        ($($value:ty),*) => {$(
+            impl Counted for $value {
+                fn prefetch_counts(&self) {}
+            }
+        )*};
+    }
+
+    uncounted!(u32, u64, char, ());
 
     /// Keys that share long prefixes, so branches chain and split deep,
     /// beside keys spread over the whole range.

@@ -40,7 +40,7 @@
 
 use imbl::OrdMap;
 
-use crate::hash_trie::{HashTrie, SortedBuilder};
+use crate::hash_trie::{Counted, HashTrie, SortedBuilder};
 use crate::node::{Node, SharedNode};
 use crate::prefetch;
 use crate::shared_path::SharedPath;
@@ -191,6 +191,16 @@ impl Nodes {
             };
             one.into_iter().chain(many.into_iter().flatten())
         })
+    }
+}
+
+impl Counted for Bucket {
+    fn prefetch_counts(&self) {
+        // A bucket of many is copied whole, and rarely: not worth a hint.
+        if let Bucket::One(path, node) = self {
+            path.prefetch_count();
+            prefetch::line(SharedNode::heap_ptr(node).cast());
+        }
     }
 }
 

@@ -28,3 +28,17 @@ pub(crate) fn object<T: ?Sized>(value: &T) {
 
 #[cfg(not(target_arch = "x86_64"))]
 pub(crate) fn object<T: ?Sized>(_value: &T) {}
+
+/// Starts loading the cache line holding `address`, which may be any
+/// address at all: a prefetch does not fault.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn line(address: *const u8) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    // SAFETY: a prefetch is a hint: it reads nothing the program sees and
+    // does not fault, whatever the address.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(address.cast::<i8>()) };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn line(_address: *const u8) {}

@@ -48,6 +48,11 @@ impl SharedPath {
             .0
     }
 
+    /// Starts loading the count a clone adds to.
+    pub(crate) fn prefetch_count(&self) {
+        crate::prefetch::line(self.header.as_ptr().cast());
+    }
+
     fn header(&self) -> &Header {
         // Safety: the allocation lives while this reference to it does.
         unsafe { self.header.as_ref() }
