@@ -49,29 +49,21 @@ fn main() {
     println!("resident after the creates: {} MB", resident_mb());
 
     let mut random = XorShift(0x9e37_79b9_7f4a_7c15);
-    let paths: Vec<String> = (0..ops)
-        .map(|_| layout.path(random.below(znodes)))
-        .collect();
+    let mut random_paths = || -> Vec<String> {
+        (0..ops)
+            .map(|_| layout.path(random.below(znodes)))
+            .collect()
+    };
+    let paths = random_paths();
     let started = Instant::now();
     tree.set_all(&paths);
     report("setData", started.elapsed(), ops);
-    let other_paths: Vec<String> = (0..ops)
-        .map(|_| layout.path(random.below(znodes)))
-        .collect();
-    let started = Instant::now();
-    tree.set_all_prefetched(&other_paths, PREFETCH_GROUP);
     let label = format!("setData, prefetched {PREFETCH_GROUP} at a time");
-    report(&label, started.elapsed(), ops);
+    tree.time_sets_prefetched(&random_paths(), &label);
     // As while a snapshot is written: every write copies what it changes
     // of what the clone shares.
     let snapshot = tree.tree.clone();
-    let shared_paths: Vec<String> = (0..ops)
-        .map(|_| layout.path(random.below(znodes)))
-        .collect();
-    let started = Instant::now();
-    tree.set_all_prefetched(&shared_paths, PREFETCH_GROUP);
-    let label = format!("setData, prefetched {PREFETCH_GROUP} at a time, under a clone");
-    report(&label, started.elapsed(), ops);
+    tree.time_sets_prefetched(&random_paths(), &format!("{label}, under a clone"));
     drop(snapshot);
     let started = Instant::now();
     // As the server reads: the node, whose data is encoded from it.
@@ -197,16 +189,19 @@ impl Applier {
         }
     }
 
-    /// As a server applies a batch: `group` txns decoded, their znodes
-    /// prefetched together, then applied.
-    fn set_all_prefetched(&mut self, paths: &[String], group: usize) {
+    /// As a server applies a batch: [`PREFETCH_GROUP`] txns decoded, their
+    /// znodes prefetched together, then applied; reports the time a txn.
+    fn time_sets_prefetched(&mut self, paths: &[String], label: &str) {
+        // Timed from the txns' making, as `set_all` is.
+        let started = Instant::now();
         let txns = set_data_txns(paths);
-        for chunk in txns.chunks(group) {
+        for chunk in txns.chunks(PREFETCH_GROUP) {
             self.tree.prefetch(chunk);
             for txn in chunk {
                 self.apply_txn(txn);
             }
         }
+        report(label, started.elapsed(), paths.len() as u64);
     }
 }
 
