@@ -96,12 +96,16 @@ impl Nodes {
 
     /// Starts loading the trie's slots for `hashes`, then the path and the
     /// node of each bucket found; gives those buckets, each with the index
-    /// of its hash.
+    /// of its hash. The path is asked for by its address alone
+    /// (`SharedPath::prefetch`), as reading its length first waits for it:
+    /// a setData prefetched 32 at a time among 1M znodes took 596-646 ns
+    /// instead of 719-725 (`tree_costs 1000000 200000`, four alternated
+    /// pairs).
     fn prefetch_buckets(&self, hashes: &[u64]) -> Vec<(usize, &Bucket)> {
         let mut found = Vec::with_capacity(hashes.len());
         self.by_hash.prefetch(hashes, |at, bucket| {
             if let Bucket::One(path, node) = bucket {
-                prefetch::object(&**path);
+                path.prefetch();
                 prefetch::object(&**node);
             }
             found.push((at, bucket));
@@ -121,7 +125,7 @@ impl Nodes {
         paths: Vec<&'a SharedPath>,
     ) -> Vec<(&'a SharedPath, &'a Node)> {
         for path in &paths {
-            prefetch::object(&***path);
+            path.prefetch();
         }
         let hashes: Vec<u64> = paths.iter().map(|path| path_hash(path)).collect();
         let mut nodes: Vec<Option<&Node>> = vec![None; paths.len()];

@@ -32,6 +32,10 @@ struct Header {
     len: u32,
 }
 
+/// What [`SharedPath::prefetch`] loads from the header on: the header and
+/// a path of up to 56 bytes, one line or two.
+const PREFETCHED_BYTES: usize = 64;
+
 /// Beyond this many clones a count could wrap; like `Arc`, give up rather
 /// than free what is still referenced.
 const COUNT_MAX: u32 = u32::MAX / 2;
@@ -51,6 +55,13 @@ impl SharedPath {
     /// Starts loading the count a clone adds to.
     pub(crate) fn prefetch_count(&self) {
         crate::prefetch::line(self.header.as_ptr().cast());
+    }
+
+    /// Starts loading the path: its header and the bytes of a path of
+    /// usual length after it. Prefetching `&**self` would wait for the
+    /// header, to read the length, which is the miss a prefetch is for.
+    pub(crate) fn prefetch(&self) {
+        crate::prefetch::bytes(self.header.as_ptr().cast(), PREFETCHED_BYTES);
     }
 
     fn header(&self) -> &Header {
