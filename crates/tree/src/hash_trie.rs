@@ -338,12 +338,28 @@ impl<V: Clone + Counted> HashTrie<V> {
                     path.pop();
                 }
                 Some(Slot::Leaf(k, v)) => return Some((*k, v)),
-                Some(Slot::Branch(child)) => path.push(child.slots.iter()),
+                Some(Slot::Branch(child)) => {
+                    let siblings = path.last().map(|rest| rest.as_slice());
+                    if let Some([.., Slot::Branch(ahead)]) =
+                        siblings.and_then(|rest| rest.get(..ITER_BRANCHES_AHEAD))
+                    {
+                        prefetch::object(&*ahead.slots);
+                    }
+                    path.push(child.slots.iter());
+                }
                 Some(Slot::Vacant) => unreachable!("{VACANT}"),
             }
         })
     }
 }
+
+/// How many branches ahead of the one it enters an iteration asks for
+/// the slots of: among 1M keys each array at the bottom is a miss of its
+/// own, and it holds about four leaves. Serialising a snapshot of 1M
+/// znodes in-process, which iterates in this order, took 295-317 ns a
+/// znode instead of 351-383 (`tree_costs 1000000 100000`, four alternated
+/// pairs; 2 and 8 ahead did as well as 4).
+const ITER_BRANCHES_AHEAD: usize = 4;
 
 /// Builds a trie from keys given in ascending order, as a snapshot lists
 /// them, making each slot array once: inserting them one by one would
