@@ -378,7 +378,10 @@ fn children_sets(children: ChildPaths) -> Vec<(SharedPath, Children)> {
     let build = |share: Vec<Adoption>| {
         share
             .into_iter()
-            .map(|(parent, paths)| (parent, children_set(paths)))
+            .map(|(parent, paths)| {
+                let children = children_set(&parent, paths);
+                (parent, children)
+            })
             .collect::<Vec<_>>()
     };
     if threads == 1 {
@@ -404,9 +407,45 @@ fn children_sets(children: ChildPaths) -> Vec<(SharedPath, Children)> {
 /// snapshot (hash) order, each insert would find its place by comparing
 /// paths from all over the set, a cache miss each once the set outgrows
 /// the caches, where a sort reads them mostly in turn.
-fn children_set(mut paths: Vec<SharedPath>) -> Children {
-    paths.sort_unstable();
-    Children::from_sorted(paths)
+///
+/// The sort compares keys read once from each name rather than the paths
+/// (`ChildSortKey`), so that it works in one array: comparing the paths
+/// themselves, each comparison read two strings from anywhere in memory.
+/// Loading a snapshot of one parent's 1M children in-process took 392-423
+/// ns a znode instead of 499-528 (`tree_costs 1000000 100000`, four
+/// alternated pairs); at 1,000 children a parent, whose sorts stay in the
+/// caches, nothing moved.
+fn children_set(parent: &str, paths: Vec<SharedPath>) -> Children {
+    let name_at = path::child_path(parent, "").len();
+    let mut keyed: Vec<(ChildSortKey, SharedPath)> = paths
+        .into_iter()
+        .map(|child| {
+            (
+                ChildSortKey::of(child.get(name_at..).unwrap_or_default()),
+                child,
+            )
+        })
+        .collect();
+    keyed.sort_unstable_by(|(key_a, a), (key_b, b)| key_a.cmp(key_b).then_with(|| a.cmp(b)));
+    Children::from_sorted(keyed.into_iter().map(|(_, child)| child).collect())
+}
+
+/// The first 16 bytes of a child's name, zero-padded, as one big-endian
+/// number: keys that differ order their names as the names order
+/// (siblings share the parent's path, and padding orders a name before
+/// any name it begins), and equal keys leave the order to the whole
+/// paths. Sequential names (`lock-0000000042`) and most others differ
+/// within 16 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct ChildSortKey(u128);
+
+impl ChildSortKey {
+    fn of(name: &str) -> Self {
+        let mut bytes = [0; 16];
+        let taken = name.len().min(bytes.len());
+        bytes[..taken].copy_from_slice(&name.as_bytes()[..taken]);
+        ChildSortKey(u128::from_be_bytes(bytes))
+    }
 }
 
 /// What loading a snapshot keeps until every node is in: the nodes map
@@ -749,6 +788,43 @@ mod tests {
         let tree = load(&paths).unwrap();
         let listed: Vec<&str> = tree.nodes.get("/p").unwrap().children.iter().collect();
         let expected: Vec<String> = (0..count).map(|i| format!("c{i:06}")).collect();
+        assert_eq!(listed, expected);
+    }
+
+    /// Names whose first 16 bytes tie, names that begin others, and
+    /// names of several bytes a character cut at the sort key's end, under
+    /// the root and under a parent: each set loads in name order.
+    #[test]
+    fn children_load_in_name_order_whatever_their_keys_share() {
+        let names = [
+            "0000000000000000",
+            "0000000000000000a",
+            "00000000000000009",
+            "000000000000000",
+            "a",
+            "ab",
+            "a\u{e9}",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}z",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}",
+            "Z",
+            "lock-0000000042",
+            "lock-0000000041",
+        ];
+        let mut paths = vec!["/".to_owned(), "/p".to_owned()];
+        // Reversed, so that nothing arrives in order.
+        for name in names.iter().rev() {
+            paths.push(format!("/{name}"));
+            paths.push(format!("/p/{name}"));
+        }
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let tree = load(&paths).unwrap();
+        let mut expected: Vec<&str> = names.to_vec();
+        expected.push("p");
+        expected.sort_unstable();
+        let listed: Vec<&str> = tree.nodes.get("/").unwrap().children.iter().collect();
+        assert_eq!(listed, expected);
+        expected.retain(|name| *name != "p");
+        let listed: Vec<&str> = tree.nodes.get("/p").unwrap().children.iter().collect();
         assert_eq!(listed, expected);
     }
 
