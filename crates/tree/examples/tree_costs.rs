@@ -8,10 +8,10 @@
 //! Creates ZNODES znodes of 128 bytes (all under one parent, or
 //! PER_PARENT to a parent), then applies OPS setData (also while a
 //! clone shares the tree, as a snapshot does) and OPS getData to random
-//! ones, counts the znodes below their top (getAllChildrenNumber),
-//! writes a snapshot to memory and loads it back, and prints the time of
-//! each per operation and the resident memory. It allocates with
-//! jemalloc, as the server does.
+//! ones, creates OPS more and deletes them, counts the znodes below
+//! their top (getAllChildrenNumber), writes a snapshot to memory and
+//! loads it back, and prints the time of each per operation and the
+//! resident memory. It allocates with jemalloc, as the server does.
 
 use std::time::{Duration, Instant};
 
@@ -59,12 +59,24 @@ fn main() {
     tree.set_all(&paths);
     report("setData", started.elapsed(), ops);
     let label = format!("setData, prefetched {PREFETCH_GROUP} at a time");
-    tree.time_sets_prefetched(&random_paths(), &label);
+    let paths_set = random_paths();
+    tree.time_prefetched(&label, || set_data_txns(&paths_set));
     // As while a snapshot is written: every write copies what it changes
     // of what the clone shares.
     let snapshot = tree.tree.clone();
-    tree.time_sets_prefetched(&random_paths(), &format!("{label}, under a clone"));
+    let paths_set = random_paths();
+    let label = format!("{label}, under a clone");
+    tree.time_prefetched(&label, || set_data_txns(&paths_set));
     drop(snapshot);
+    // New znodes among the others: the trie has the size the creates
+    // above gave it.
+    tree.create("/more".into(), None);
+    let label = format!("create, prefetched {PREFETCH_GROUP} at a time");
+    tree.time_prefetched(&label, || more_txns(ops, create_more));
+    // Deleted again, so that the snapshot below holds ZNODES.
+    let label = format!("delete, prefetched {PREFETCH_GROUP} at a time");
+    tree.time_prefetched(&label, || more_txns(ops, delete_more));
+    tree.apply(delete_more("/more".into()));
     let started = Instant::now();
     // As the server reads: the node, whose data is encoded from it.
     for path in &paths {
@@ -190,18 +202,18 @@ impl Applier {
     }
 
     /// As a server applies a batch: [`PREFETCH_GROUP`] txns decoded, their
-    /// znodes prefetched together, then applied; reports the time a txn.
-    fn time_sets_prefetched(&mut self, paths: &[String], label: &str) {
-        // Timed from the txns' making, as `set_all` is.
+    /// znodes prefetched together, then applied; reports the time a txn,
+    /// from their making (as `set_all` is timed).
+    fn time_prefetched(&mut self, label: &str, make: impl FnOnce() -> Vec<Txn>) {
         let started = Instant::now();
-        let txns = set_data_txns(paths);
+        let txns = make();
         for chunk in txns.chunks(PREFETCH_GROUP) {
             self.tree.prefetch(chunk);
             for txn in chunk {
                 self.apply_txn(txn);
             }
         }
-        report(label, started.elapsed(), paths.len() as u64);
+        report(label, started.elapsed(), txns.len() as u64);
     }
 }
 
@@ -213,6 +225,27 @@ fn txn_of(op: TxnOp) -> Txn {
         enforce_quota: false,
         op,
     }
+}
+
+/// `op` on each of `count` znodes under `/more`.
+fn more_txns(count: u64, op: impl Fn(String) -> TxnOp) -> Vec<Txn> {
+    (0..count)
+        .map(|i| txn_of(op(format!("/more/n{i:010}"))))
+        .collect()
+}
+
+fn create_more(path: String) -> TxnOp {
+    TxnOp::Create {
+        path,
+        data: Some(Bytes::from_static(&[b'z'; VALUE_BYTES])),
+        acl: Acl::open_unsafe(),
+        mode: CreateMode::Persistent,
+        ttl_ms: -1,
+    }
+}
+
+fn delete_more(path: String) -> TxnOp {
+    TxnOp::Delete { path, version: -1 }
 }
 
 fn set_data_txns(paths: &[String]) -> Vec<Txn> {

@@ -113,6 +113,19 @@ impl<V> Branch<V> {
     }
 }
 
+impl<V> Branch<V> {
+    /// Starts loading the counts of the slot array, which sit before the
+    /// slots in `Arc`'s allocation: asking whether the array is shared,
+    /// before changing it, is a locked compare-and-swap there, which waits
+    /// for the line.
+    fn prefetch_array_counts(&self) {
+        let counts = Arc::as_ptr(&self.slots)
+            .cast::<u8>()
+            .wrapping_sub(2 * std::mem::size_of::<usize>());
+        prefetch::line(counts);
+    }
+}
+
 impl<V: Clone + Counted> Branch<V> {
     /// The slots, to change in place: copied first when a clone shares
     /// them. Copying adds a reference to what each slot points to, a
@@ -132,12 +145,7 @@ impl<V: Clone + Counted> Branch<V> {
         for slot in self.slots.iter() {
             match slot {
                 Slot::Leaf(_, value) => value.prefetch_counts(),
-                // The count sits before the slots, in `Arc`'s allocation.
-                Slot::Branch(child) => prefetch::line(
-                    Arc::as_ptr(&child.slots)
-                        .cast::<u8>()
-                        .wrapping_sub(2 * std::mem::size_of::<usize>()),
-                ),
+                Slot::Branch(child) => child.prefetch_array_counts(),
                 Slot::Vacant => unreachable!("{VACANT}"),
             }
         }
@@ -291,14 +299,19 @@ impl<V: Clone + Counted> HashTrie<V> {
                     }
                     false
                 }
-                Slot::Branch(child) => match child.slot(keys[*at], level) {
-                    Some(next) => {
-                        prefetch::object(next);
-                        *slot = next;
-                        true
+                Slot::Branch(child) => {
+                    // A write changes each array on its path, and an
+                    // insert the one where its key is missing.
+                    child.prefetch_array_counts();
+                    match child.slot(keys[*at], level) {
+                        Some(next) => {
+                            prefetch::object(next);
+                            *slot = next;
+                            true
+                        }
+                        None => false,
                     }
-                    None => false,
-                },
+                }
                 Slot::Vacant => unreachable!("{VACANT}"),
             });
         }
