@@ -174,13 +174,7 @@ impl Applier {
     }
 
     fn create(&mut self, path: String, data: Option<Bytes>) {
-        self.apply(TxnOp::Create {
-            path,
-            data,
-            acl: Acl::open_unsafe(),
-            mode: CreateMode::Persistent,
-            ttl_ms: -1,
-        });
+        self.apply(create_op(path, data));
     }
 
     fn create_all(&mut self, znodes: u64, layout: &Layout) {
@@ -235,9 +229,14 @@ fn more_txns(count: u64, op: impl Fn(String) -> TxnOp) -> Vec<Txn> {
 }
 
 fn create_more(path: String) -> TxnOp {
+    create_op(path, Some(Bytes::from_static(&[b'z'; VALUE_BYTES])))
+}
+
+/// A persistent, open znode.
+fn create_op(path: String, data: Option<Bytes>) -> TxnOp {
     TxnOp::Create {
         path,
-        data: Some(Bytes::from_static(&[b'z'; VALUE_BYTES])),
+        data,
         acl: Acl::open_unsafe(),
         mode: CreateMode::Persistent,
         ttl_ms: -1,
