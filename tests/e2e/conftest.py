@@ -146,7 +146,8 @@ def make_kazoo(server, **kw) -> KazooClient:
     kw.setdefault("connection_retry",
                   KazooRetry(max_tries=-1, delay=0.1, max_delay=0.5))
     kw.setdefault("command_retry", None)
-    c = KazooClient(hosts=server.hosts, **kw)
+    kw.setdefault("hosts", server.hosts)
+    c = KazooClient(**kw)
     c.start(timeout=20)
     return c
 

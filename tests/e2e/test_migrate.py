@@ -144,8 +144,15 @@ def assert_same_tree(got, expected):
 
 def session_holder(server):
     """A client whose session holds ephemerals and keeps reconnecting to
-    the same address, as an application's client does."""
-    holder = make_kazoo(server, timeout=SESSION_TIMEOUT_S)
+    the same address, as an application's client does.
+
+    The address is listed twice. kazoo waits the session timeout over the
+    number of addresses for the answer to a connect, and ZooKeeper, reached
+    while it is still starting, fails half way through closing the
+    connection (a NullPointerException in `NIOServerCnxn.close`) and
+    leaves it open: with one address, a client that came that early sat
+    out the whole 30 s the test waits for it, and its session's too."""
+    holder = make_kazoo(server, timeout=SESSION_TIMEOUT_S, hosts=f"{server.hosts},{server.hosts}")
     holder.create("/app/owned", b"mine", ephemeral=True)
     holder.create("/app/lock-", b"", ephemeral=True, sequence=True)
     return holder
