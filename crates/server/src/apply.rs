@@ -30,9 +30,10 @@ use std::time::{Duration, Instant};
 
 use consensus::{Applying, CommittedEntry, Membership, SnapshotMeta, Snapshots};
 use tokio::sync::{mpsc, oneshot};
-use tree::{Applied, DataTree, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
+use tree::{Applied, DataTree, Lookups, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
 use crate::pipeline;
+use crate::read_ahead;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_arrival::Arrivals;
 use crate::snapshot_job::{Running, SnapshotJob};
@@ -72,6 +73,31 @@ impl Decoded {
             txn: (!data.is_empty()).then(|| Txn::decode(data)),
         }
     }
+}
+
+/// What applying `ahead` will look up: each txn's znodes, and those of the
+/// reads held behind each write so far, which the apply loop answers right
+/// after it (see `read_ahead`).
+fn lookups_of(ahead: &[Decoded]) -> Lookups {
+    let mut lookups = Lookups::default();
+    for decoded in ahead {
+        if let Some(Ok(txn)) = &decoded.txn {
+            lookups.add_txn(txn);
+        }
+        let gate = decoded
+            .entry
+            .waiter
+            .as_ref()
+            .and_then(|waiter| waiter.gate.as_ref());
+        if let Some(gate) = gate {
+            gate.each_held(|read| {
+                if let Some(path) = read_ahead::request_path(&read.request) {
+                    lookups.add_path(path);
+                }
+            });
+        }
+    }
+    lookups
 }
 
 /// How long servers a reconfig removed stay reachable: a removed leader
@@ -247,10 +273,7 @@ impl ApplyLoop {
             if ahead.is_empty() {
                 break;
             }
-            let txns = ahead
-                .iter()
-                .filter_map(|decoded| decoded.txn.as_ref()?.as_ref().ok());
-            self.shared.published().tree.prefetch(txns);
+            self.shared.published().tree.prefetch(&lookups_of(&ahead));
             for decoded in ahead {
                 let reply = self.apply_entry(decoded, &mut closed_sessions)?;
                 replies.extend(reply);
@@ -322,10 +345,7 @@ impl ApplyLoop {
         // Before the next txn: the reads held behind this write see it and
         // none of their session's later writes.
         let reads = waiter.gate.as_ref().map_or_else(Vec::new, |gate| {
-            gate.pass()
-                .into_iter()
-                .filter_map(|read| pipeline::answer_held(&self.shared, read))
-                .collect()
+            pipeline::answer_held(&self.shared, gate.pass())
         });
         let committed = Committed {
             zxid,

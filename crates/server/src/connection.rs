@@ -22,7 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tree::{Outcome, TxnOp};
+use tree::{Lookups, Outcome, TxnOp};
 
 use crate::audit::AuditedWrite;
 use crate::pipeline::{self, HeldAnswer, HeldRead, Proposal, SessionContext, Step};
@@ -676,10 +676,13 @@ fn prefetch_reads(shared: &Shared, first: &[u8], rest: &[u8]) {
     if rest.is_empty() {
         return;
     }
+    let mut lookups = Lookups::default();
     let first = read_ahead::read_path(first).into_iter();
-    let paths: Vec<&str> = first.chain(read_ahead::read_paths(rest)).collect();
-    if paths.len() > 1 {
-        shared.published().tree.prefetch_paths(paths);
+    first
+        .chain(read_ahead::read_paths(rest))
+        .for_each(|path| lookups.add_path(path));
+    if lookups.len() > 1 {
+        shared.published().tree.prefetch(&lookups);
     }
 }
 

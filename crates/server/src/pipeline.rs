@@ -582,39 +582,49 @@ pub struct HeldAnswer {
     pub _in_process: Option<InProcess>,
 }
 
-/// Answers a held read (apply loop); `None` if its connection has closed
-/// meanwhile. What is costly to encode is left to the connection's writer
-/// (`ReadAnswer::into_reply`).
-pub fn answer_held(shared: &Shared, read: HeldRead) -> Option<HeldAnswer> {
-    let started = Instant::now();
-    let op = read.request.op_code();
-    let mut fired = Vec::new();
-    let mut published = shared.published();
-    // Under the lock: a connection that ends is marked closed before its
-    // watches are dropped under this lock, so a watch registered here
-    // is dropped with them, never left behind.
-    if read.handle.kill.is_cancelled() {
-        return None;
+/// Answers the reads held behind a write (apply loop), in order, all under
+/// one hold of the published lock: taken for each, the lock's line went
+/// back and forth between the apply loop and the connections' readers.
+/// Leaves out a read whose connection has closed meanwhile. What is costly
+/// to encode is left to the connection's writer (`ReadAnswer::into_reply`).
+pub fn answer_held(shared: &Shared, reads: Vec<HeldRead>) -> Vec<HeldAnswer> {
+    if reads.is_empty() {
+        return Vec::new();
     }
-    let (answer, number) = answer_read(
-        &mut published,
-        &read.session,
-        &read.session.auth,
-        read.xid,
-        read.request,
-        &mut fired,
-        &read.handle.answers_built,
-    );
-    drop(published);
-    Some(HeldAnswer {
-        xid: read.xid,
-        op,
-        answer,
-        number,
-        fired,
-        took: started.elapsed(),
-        _in_process: read.in_process,
-    })
+    let mut answers = Vec::with_capacity(reads.len());
+    let mut started = Instant::now();
+    let mut published = shared.published();
+    for read in reads {
+        // Under the lock: a connection that ends is marked closed before
+        // its watches are dropped under this lock, so a watch registered
+        // here is dropped with them, never left behind.
+        if read.handle.kill.is_cancelled() {
+            continue;
+        }
+        let op = read.request.op_code();
+        let mut fired = Vec::new();
+        let (answer, number) = answer_read(
+            &mut published,
+            &read.session,
+            &read.session.auth,
+            read.xid,
+            read.request,
+            &mut fired,
+            &read.handle.answers_built,
+        );
+        let answered = Instant::now();
+        answers.push(HeldAnswer {
+            xid: read.xid,
+            op,
+            answer,
+            number,
+            fired,
+            took: answered - started,
+            _in_process: read.in_process,
+        });
+        started = answered;
+    }
+    answers
 }
 
 /// A read's answer as built under the published lock. The parts that take

@@ -6,8 +6,12 @@
 //!
 //! This only peeks at the bytes: a frame cut short, an unknown opcode or a
 //! malformed path is skipped here and decoded (and refused) in its turn.
+//! A read held behind a write of its session is answered by the apply loop
+//! only once the write is applied, a log sync or more later, when what was
+//! loaded on its arrival is long gone: the apply loop loads it again with
+//! the write's own lookups (`request_path`).
 
-use jute::OpCode;
+use jute::{OpCode, Request};
 
 /// Frames looked ahead at, at most: enough for a socket read's worth of
 /// pipelined requests, and a bound on the work one socket read may cause.
@@ -51,6 +55,19 @@ pub fn read_path(request: &[u8]) -> Option<&str> {
     let (length, rest) = take_i32(body)?;
     let bytes = rest.get(..usize::try_from(length).ok()?)?;
     std::str::from_utf8(bytes).ok()
+}
+
+/// The path a decoded read looks up: the same reads as [`read_path`]'s.
+pub fn request_path(request: &Request) -> Option<&str> {
+    match request {
+        Request::GetData(req)
+        | Request::Exists(req)
+        | Request::GetChildren(req)
+        | Request::GetChildren2(req) => Some(&req.path),
+        Request::GetAcl(req) => Some(&req.path),
+        Request::GetAllChildrenNumber(req) => Some(&req.path),
+        _ => None,
+    }
 }
 
 fn take_i32(input: &[u8]) -> Option<(i32, &[u8])> {
@@ -100,6 +117,34 @@ mod tests {
         // A negative or truncated frame length ends the look ahead.
         assert_eq!(read_paths(&(-4i32).to_be_bytes()).count(), 0);
         assert_eq!(read_paths(&[0, 0]).count(), 0);
+    }
+
+    #[test]
+    fn a_decoded_read_names_the_path_its_bytes_do() {
+        let reads = [
+            OpCode::GetData,
+            OpCode::Exists,
+            OpCode::GetChildren,
+            OpCode::GetChildren2,
+            OpCode::GetAcl,
+            OpCode::GetAllChildrenNumber,
+        ];
+        for op in reads {
+            let request = frame(op.code(), &path_and_watch("/p"));
+            let unframed = &request[4..];
+            let body = bytes::Bytes::copy_from_slice(&unframed[8..]);
+            let packet = jute::Packet::decode(op.code(), &mut jute::Reader::new(body));
+            let Ok(jute::Packet::Request(decoded)) = packet else {
+                panic!("{op:?} did not decode: {packet:?}");
+            };
+            assert_eq!(read_path(unframed), Some("/p"), "{op:?}");
+            assert_eq!(request_path(&decoded), Some("/p"), "{op:?}");
+        }
+        let write = Request::Delete(jute::DeleteRequest {
+            path: "/p".into(),
+            version: -1,
+        });
+        assert_eq!(request_path(&write), None);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use jute::{Acl, CreateMode, ErrorCode};
-use tree::{DataTree, Txn, TxnOp};
+use tree::{DataTree, Lookups, Txn, TxnOp};
 
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -202,7 +202,9 @@ impl Applier {
         let started = Instant::now();
         let txns = make();
         for chunk in txns.chunks(PREFETCH_GROUP) {
-            self.tree.prefetch(chunk);
+            let mut lookups = Lookups::default();
+            chunk.iter().for_each(|txn| lookups.add_txn(txn));
+            self.tree.prefetch(&lookups);
             for txn in chunk {
                 self.apply_txn(txn);
             }

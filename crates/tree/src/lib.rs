@@ -66,6 +66,7 @@
 mod acl;
 mod apply;
 mod hash_trie;
+mod lookups;
 mod node;
 mod node_data;
 mod nodes;
@@ -83,6 +84,7 @@ mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
+pub use lookups::Lookups;
 pub use node::{
     ttl_owner, Children, Node, OwnerKind, SharedNode, StatPersisted, CONTAINER_EPHEMERAL_OWNER,
     TTL_MAX_MS,

@@ -77,15 +77,15 @@ impl Nodes {
         self.get(path).is_some()
     }
 
-    /// Starts loading what lookups of `paths` will read, all at once: the
-    /// hash trie's slots, then each path and its node (see
-    /// [`HashTrie::prefetch`]), then each node's data, which a read copies
-    /// out and a setData of the same length copies over.
-    pub(crate) fn prefetch<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
-        let hashes: Vec<u64> = paths.into_iter().map(path_hash).collect();
+    /// Starts loading what lookups of the paths hashed to `hashes`
+    /// (`path_hash`) will read, all at once: the hash trie's slots, then
+    /// each path and its node (see [`HashTrie::prefetch`]), then each
+    /// node's data, which a read copies out and a setData of the same
+    /// length copies over.
+    pub(crate) fn prefetch(&self, hashes: &[u64]) {
         // Reading each node waits for the first to arrive, while the rest
         // are on their way: one miss for the group, not one each.
-        for (_, bucket) in self.prefetch_buckets(&hashes) {
+        for (_, bucket) in self.prefetch_buckets(hashes) {
             if let Bucket::One(_, node) = bucket {
                 if let Some(data) = node.data() {
                     prefetch::object(data);
@@ -331,7 +331,7 @@ impl NodesLoader {
 /// an odd constant to 128 bits and folded back by xoring the halves (the
 /// mixing step of wyhash and foldhash), starting from the length. Not
 /// built to resist crafted collisions: the buckets make them harmless.
-fn path_hash(path: &str) -> u64 {
+pub(crate) fn path_hash(path: &str) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let step = |state: u64, word: u64| {
         let product = u128::from(state ^ word) * u128::from(K);

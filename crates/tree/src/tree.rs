@@ -12,6 +12,7 @@ use imbl::{OrdMap, OrdSet};
 use jute::{Acl, EventType, Stat};
 
 use crate::acl::AclList;
+use crate::lookups::Lookups;
 use crate::node::{Node, OwnerKind, SharedNode, StatPersisted};
 use crate::nodes::Nodes;
 use crate::outcome::Trigger;
@@ -19,7 +20,6 @@ use crate::path::{self, CONFIG_ZOOKEEPER, PROC_ZOOKEEPER, QUOTA_ZOOKEEPER, ROOT}
 use crate::path_set::PathSet;
 use crate::session::SessionInfo;
 use crate::shared_path::SharedPath;
-use crate::txn::Txn;
 
 /// The data tree: znodes, sessions, and the indexes ZooKeeper keeps
 /// beside them. Every map is persistent (imbl), so `clone` is O(1) and a
@@ -112,22 +112,11 @@ impl DataTree {
         self.nodes.get(path::lookup_key(path))
     }
 
-    /// Starts loading, into the CPU's cache, the znodes `txns` will look
-    /// up, so that applying them one after another does not wait for each
-    /// miss in turn: among 1M znodes a lookup is about five misses, one
-    /// after the other. Only a hint: it changes nothing.
-    pub fn prefetch<'a>(&self, txns: impl IntoIterator<Item = &'a Txn>) {
-        let mut paths = Vec::new();
-        for txn in txns {
-            txn.op.looked_up(&mut paths);
-        }
-        self.nodes.prefetch(paths.into_iter().map(path::lookup_key));
-    }
-
-    /// Starts loading the znodes at `paths`, as [`Self::prefetch`] does
-    /// for txns: for reads about to be answered one after another.
-    pub fn prefetch_paths<'a>(&self, paths: impl IntoIterator<Item = &'a str>) {
-        self.nodes.prefetch(paths.into_iter().map(path::lookup_key));
+    /// Starts loading, into the CPU's cache, the znodes of `lookups`, so
+    /// that applying txns or answering reads one after another does not
+    /// wait for each miss in turn. Only a hint: it changes nothing.
+    pub fn prefetch(&self, lookups: &Lookups) {
+        self.nodes.prefetch(lookups.hashes());
     }
 
     /// Every node strictly below `path`, depth first through the children

@@ -137,18 +137,20 @@ pub enum TxnOp {
 }
 
 impl TxnOp {
-    /// Appends the paths it looks up, for [`DataTree::prefetch`]: its
+    /// Shows `visit` the paths it looks up, for [`crate::Lookups`]: its
     /// znode's, and its parent's for a create or a delete.
-    pub(crate) fn looked_up<'a>(&'a self, paths: &mut Vec<&'a str>) {
+    pub(crate) fn looked_up(&self, visit: &mut impl FnMut(&str)) {
         match self {
             TxnOp::Create { path, .. } | TxnOp::Delete { path, .. } | TxnOp::Reap { path } => {
-                paths.push(path);
-                paths.extend(path::parent_of(path));
+                visit(path);
+                if let Some(parent) = path::parent_of(path) {
+                    visit(parent);
+                }
             }
             TxnOp::SetData { path, .. }
             | TxnOp::SetAcl { path, .. }
-            | TxnOp::Check { path, .. } => paths.push(path),
-            TxnOp::Multi(ops) => ops.iter().for_each(|op| op.looked_up(paths)),
+            | TxnOp::Check { path, .. } => visit(path),
+            TxnOp::Multi(ops) => ops.iter().for_each(|op| op.looked_up(visit)),
             TxnOp::CreateSession { .. }
             | TxnOp::CloseSession
             | TxnOp::Reconfig { .. }

@@ -111,6 +111,14 @@ impl<R> WriteGate<R> {
         }
     }
 
+    /// Shows `look` the reads held so far, leaving them held: the apply
+    /// loop loads what they will look up before it applies the write.
+    pub fn each_held(&self, look: impl FnMut(&R)) {
+        if let Some(held) = self.held.lock().expect("write gate poisoned").as_ref() {
+            held.iter().for_each(look);
+        }
+    }
+
     /// The write is applied (apply loop): the reads held behind it, in
     /// arrival order, to answer before anything else is applied.
     pub fn pass(&self) -> Vec<R> {
@@ -230,6 +238,23 @@ mod tests {
             "the write is applied: a later read sees it whoever answers"
         );
         assert!(gate.pass().is_empty());
+    }
+
+    #[test]
+    fn held_reads_can_be_looked_at_and_stay_held() {
+        let order = SessionOrder::default();
+        let (_, latest, gate) = write(&order);
+        let seen = |gate: &WriteGate<u32>| {
+            let mut seen = Vec::new();
+            gate.each_held(|read| seen.push(*read));
+            seen
+        };
+        assert!(seen(&gate).is_empty());
+        assert_eq!(order.read_arrived(1, &latest), Answer::Held);
+        assert_eq!(order.read_arrived(2, &latest), Answer::Held);
+        assert_eq!(seen(&gate), vec![1, 2]);
+        assert_eq!(gate.pass(), vec![1, 2], "still held, in arrival order");
+        assert!(seen(&gate).is_empty(), "passed: none held");
     }
 
     #[test]
