@@ -1,6 +1,6 @@
 //! The paths of the reads a connection has already received but not yet
 //! answered: one socket read often brings several requests, and loading
-//! what their lookups will touch all at once (`DataTree::prefetch_paths`)
+//! what their lookups will touch all at once (`DataTree::prefetch`)
 //! overlaps their cache misses instead of taking them one read after
 //! another, each under the lock every read answer takes.
 //!
