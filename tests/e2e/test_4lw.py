@@ -156,6 +156,11 @@ def test_cons(quiet_server, raw_factory):
     assert re.match(r"^ /127\.0\.0\.1:\d+\[1\]\(queued=\d+,recved=\d+,sent=\d+,"
                     r"sid=0x[0-9a-f]+,lop=\w+,est=\d+,to=12000,", mine[0]), mine[0]
     assert out.endswith("\n\n")
+    # The last answer's time is in milliseconds of the monotonic clock
+    # (ZooKeeper's Time.currentElapsedTime), where est is the wall clock's.
+    answered = int(re.search(r",lresp=(\d+),", mine[0]).group(1))
+    now_ms = time.monotonic() * 1000
+    assert now_ms - 60_000 <= answered <= now_ms + 1000, mine[0]
 
 
 def test_watch_words(quiet_server, raw_factory):

@@ -264,7 +264,7 @@ fn connection(c: &ConnectionInfo, brief: bool) -> Value {
             "session_timeout": c.timeout_ms,
             "last_cxid": c.last_cxid,
             "last_zxid": c.last_zxid,
-            "last_response_time": c.last_response_ms,
+            "last_response_time": c.last_response_monotonic_ms(),
             "last_latency": c.latency.last(),
             "min_latency": c.latency.min(),
             "avg_latency": c.latency.avg().round() as u64,

@@ -161,7 +161,7 @@ fn connections(shared: &Shared, asker: SocketAddr) -> String {
             c.timeout_ms,
             c.last_cxid,
             c.last_zxid,
-            c.last_response_ms,
+            c.last_response_monotonic_ms(),
             c.latency.last(),
             c.latency.min(),
             c.latency.avg(),

@@ -8,11 +8,12 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
 use consensus::{HistogramSnapshot, Role};
 
 use crate::config::ServerConfig;
-use crate::shared::Shared;
+use crate::shared::{epoch_ms_at, Shared};
 use crate::stats::{Latency, Stats};
 
 /// What `srvr` and `mntr` report as the version: the ZooKeeper protocol
@@ -61,8 +62,39 @@ pub struct ConnectionInfo {
     pub timeout_ms: i32,
     pub last_cxid: i32,
     pub last_zxid: i64,
-    pub last_response_ms: i64,
+    /// When its last answer was made; none before the first.
+    pub last_response: Option<Instant>,
     pub latency: Latency,
+}
+
+impl ConnectionInfo {
+    /// ZooKeeper's `lastResponseTime`, as `cons` and the admin server's
+    /// `connections` show it: milliseconds of the monotonic clock
+    /// (`System.nanoTime` / 10^6, since boot on Linux), not of the wall
+    /// clock; 0 before the first answer.
+    pub fn last_response_monotonic_ms(&self) -> i64 {
+        self.last_response.map_or(0, monotonic_ms_at)
+    }
+
+    /// When its last answer was made, in milliseconds since the epoch; 0
+    /// before the first.
+    pub fn last_response_epoch_ms(&self) -> i64 {
+        self.last_response.map_or(0, epoch_ms_at)
+    }
+}
+
+/// The monotonic clock's milliseconds (`CLOCK_MONOTONIC`, which
+/// `Instant` reads too) at `at`.
+fn monotonic_ms_at(at: Instant) -> i64 {
+    let mut now = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives
+    // through the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut now) };
+    let now_ms = now.tv_sec * 1000 + now.tv_nsec / 1_000_000;
+    now_ms.saturating_sub(at.elapsed().as_millis() as i64)
 }
 
 /// A value of `mntr`: a number where ZooKeeper's is one, so JSON and
@@ -461,7 +493,7 @@ pub(crate) fn connections(shared: &Shared) -> Vec<ConnectionInfo> {
                 timeout_ms: handle.timeout_ms,
                 last_cxid: activity.last_cxid,
                 last_zxid: activity.last_zxid,
-                last_response_ms: activity.last_response_ms,
+                last_response: activity.last_response,
                 latency: activity.latency,
             }
         })

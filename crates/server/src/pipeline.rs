@@ -20,7 +20,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use jute::{
@@ -80,6 +80,7 @@ pub enum Step {
         xid: i32,
         request: Request,
         auth: Arc<Vec<Id>>,
+        received: Instant,
     },
     /// An answer, after which the connection closes.
     ReplyThenClose(Bytes),
@@ -142,21 +143,34 @@ pub struct SessionContext {
 
 /// Turns one request into its step. Auth and SASL are not requests of the
 /// session (`jute::Packet`): the connection answers them, since they change
-/// the connection itself.
-pub fn step(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
+/// the connection itself. `received`: when its last bytes were read, which
+/// its latency counts from, as ZooKeeper's does.
+pub fn step(
+    shared: &Shared,
+    session: &SessionContext,
+    xid: i32,
+    request: Request,
+    received: Instant,
+) -> Step {
     let audit = shared
         .config
         .audit_enabled
         .then(|| AuditedWrite::of(&request, session.session_id, &session.auth))
         .flatten();
-    let mut step = decide(shared, session, xid, request);
+    let mut step = decide(shared, session, xid, request, received);
     if let Step::Write { audit: slot, .. } = &mut step {
         *slot = audit;
     }
     step
 }
 
-fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request) -> Step {
+fn decide(
+    shared: &Shared,
+    session: &SessionContext,
+    xid: i32,
+    request: Request,
+    received: Instant,
+) -> Step {
     let request_op = request.op_code();
     // The log waits for disk space, or the server is read-only without a
     // leader: a write cannot be made durable here, so it is refused at
@@ -176,7 +190,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             op: request_op,
             shape,
             proposal,
-            received: Instant::now(),
+            received,
             audit: None,
         }
     };
@@ -271,6 +285,7 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
             xid,
             request,
             auth: session.auth.clone(),
+            received,
         },
         // A read-only server has no leader to sync with: ZooKeeper's
         // ReadOnlyRequestProcessor refuses a sync as it refuses a write.
@@ -318,7 +333,13 @@ fn decide(shared: &Shared, session: &SessionContext, xid: i32, request: Request)
 /// The answer to a request whose body did not decode: `MarshallingError`,
 /// through the log for a write (ZooKeeper's prep stage makes it an error
 /// txn), at once for anything else.
-pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -> Step {
+pub fn malformed(
+    shared: &Shared,
+    session: &SessionContext,
+    xid: i32,
+    op: i32,
+    received: Instant,
+) -> Step {
     let is_write = OpCode::from_code(op).is_some_and(OpCode::is_write);
     if !is_write {
         return Step::Reply(reply::header_only(
@@ -341,7 +362,7 @@ pub fn malformed(shared: &Shared, session: &SessionContext, xid: i32, op: i32) -
         op,
         shape: ReplyShape::Empty,
         proposal: Proposal::Pending(txn, None),
-        received: Instant::now(),
+        received,
         audit: None,
     }
 }
@@ -563,6 +584,7 @@ pub struct HeldRead {
     /// With the session's auth ids as they were when the read came.
     pub session: SessionContext,
     pub handle: Arc<ConnectionHandle>,
+    pub received: Instant,
     /// Counted in process until its answer is queued.
     pub in_process: Option<InProcess>,
 }
@@ -576,8 +598,8 @@ pub struct HeldAnswer {
     pub number: u64,
     /// Events a `setWatches` owes the client, to go before the answer.
     pub fired: Vec<WatchEvent>,
-    /// How long building it held the apply loop.
-    pub took: Duration,
+    pub received: Instant,
+    pub answered: Instant,
     /// Counted in process until its answer is queued.
     pub _in_process: Option<InProcess>,
 }
@@ -592,7 +614,6 @@ pub fn answer_held(shared: &Shared, reads: Vec<HeldRead>) -> Vec<HeldAnswer> {
         return Vec::new();
     }
     let mut answers = Vec::with_capacity(reads.len());
-    let mut started = Instant::now();
     let mut published = shared.published();
     for read in reads {
         // Under the lock: a connection that ends is marked closed before
@@ -612,17 +633,16 @@ pub fn answer_held(shared: &Shared, reads: Vec<HeldRead>) -> Vec<HeldAnswer> {
             &mut fired,
             &read.handle.answers_built,
         );
-        let answered = Instant::now();
         answers.push(HeldAnswer {
             xid: read.xid,
             op,
             answer,
             number,
             fired,
-            took: answered - started,
+            received: read.received,
+            answered: Instant::now(),
             _in_process: read.in_process,
         });
-        started = answered;
     }
     answers
 }

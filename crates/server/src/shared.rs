@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
 
 use consensus::Consensus;
 use tokio::sync::{mpsc, oneshot};
@@ -125,8 +126,8 @@ pub struct Activity {
     pub last_op: &'static str,
     pub last_cxid: i32,
     pub last_zxid: i64,
-    /// ms since the epoch.
-    pub last_response_ms: i64,
+    /// When the last answer was made; none yet before the first.
+    pub last_response: Option<Instant>,
     pub latency: crate::stats::Latency,
 }
 
@@ -136,7 +137,7 @@ impl Default for Activity {
             last_op: "NA",
             last_cxid: -1,
             last_zxid: -1,
-            last_response_ms: 0,
+            last_response: None,
             latency: Default::default(),
         }
     }
@@ -342,6 +343,12 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The wall-clock time, in milliseconds since the epoch, of a moment this
+/// process read the monotonic clock at: as far before now as it was.
+pub fn epoch_ms_at(at: Instant) -> i64 {
+    now_ms().saturating_sub(at.elapsed().as_millis() as i64)
 }
 
 /// A txn of `session_id`, stamped with this server's clock now: the one

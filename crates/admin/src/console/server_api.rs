@@ -36,7 +36,7 @@ pub fn sessions(monitor: &Monitor) -> Value {
                 "id": format!("{id:#x}"),
                 "timeout_ms": timeout_ms,
                 "client": here.map(|c| c.remote.to_string()),
-                "last_seen_ms": here.map(|c| c.last_response_ms.max(c.established_ms)),
+                "last_seen_ms": here.map(|c| c.last_response_epoch_ms().max(c.established_ms)),
                 "ephemerals": ephemerals.get(&id).cloned().unwrap_or_default(),
                 "watches": watches.get(&id).cloned().unwrap_or_default(),
             })
