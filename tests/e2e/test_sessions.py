@@ -202,15 +202,18 @@ def _wait_state(client, state, timeout=30):
 
 @pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
 def test_session_survives_server_restart(server_factory, kazoo_factory, kill):
-    s = server_factory()
-    zk = kazoo_factory(s, timeout=30.0)
+    # A session long enough to outlive a slow restart: a JVM restarting on
+    # a busy machine has taken over 30 s, and ZooKeeper then expired a
+    # 30 s session before the client got back in (its restored sessions
+    # run from its start).
+    s = server_factory({"maxSessionTimeout": "120000"})
+    zk = kazoo_factory(s, timeout=90.0)
     zk.create("/eph", b"e", ephemeral=True)
     zk.create("/persist", b"p")
     sid = zk.client_id
     states = []
     zk.add_listener(states.append)
     s.restart(kill=kill)
-    # Generous: a JVM restarting on a busy machine has taken over 30 s.
     assert _wait_state(zk, KazooState.CONNECTED, timeout=90), \
         f"kazoo did not reconnect\n{s.stderr_tail()}"
     assert zk.client_id == sid
