@@ -13,7 +13,7 @@ use std::time::Instant;
 use consensus::{HistogramSnapshot, Role};
 
 use crate::config::ServerConfig;
-use crate::shared::{epoch_ms_at, Shared};
+use crate::shared::{now_ms, Shared};
 use crate::stats::{Latency, Stats};
 
 /// What `srvr` and `mntr` report as the version: the ZooKeeper protocol
@@ -81,6 +81,12 @@ impl ConnectionInfo {
     pub fn last_response_epoch_ms(&self) -> i64 {
         self.last_response.map_or(0, epoch_ms_at)
     }
+}
+
+/// The wall clock's milliseconds since the epoch at `at`: as far before
+/// now as `at` is.
+fn epoch_ms_at(at: Instant) -> i64 {
+    now_ms().saturating_sub(at.elapsed().as_millis() as i64)
 }
 
 /// The monotonic clock's milliseconds (`CLOCK_MONOTONIC`, which

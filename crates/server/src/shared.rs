@@ -345,12 +345,6 @@ pub fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// The wall-clock time, in milliseconds since the epoch, of a moment this
-/// process read the monotonic clock at: as far before now as it was.
-pub fn epoch_ms_at(at: Instant) -> i64 {
-    now_ms().saturating_sub(at.elapsed().as_millis() as i64)
-}
-
 /// A txn of `session_id`, stamped with this server's clock now: the one
 /// place a txn's time is decided. Every replica applies the time it
 /// carries, never its own clock, as ZooKeeper's followers apply the
