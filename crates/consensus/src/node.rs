@@ -1570,16 +1570,16 @@ impl ProposalOrigin {
     }
 }
 
-/// The index a follower's log ends at, when `message` rejects an append
-/// with it below `matched`, what the follower once acknowledged. A
-/// follower that kept its log never answers so: it rejects only probes
-/// past its match, and its log matches the leader's up to it.
 /// The ticks of `tick` each that make [`REQUEST_TIMEOUT`], rounded up.
 fn request_timeout_ticks(tick: Duration) -> u64 {
     let ticks = REQUEST_TIMEOUT.as_nanos().div_ceil(tick.as_nanos().max(1));
     u64::try_from(ticks).unwrap_or(u64::MAX)
 }
 
+/// The index a follower's log ends at, when `message` rejects an append
+/// with it below `matched`, what the follower once acknowledged. A
+/// follower that kept its log never answers so: it rejects only probes
+/// past its match, and its log matches the leader's up to it.
 fn lost_log(matched: u64, message: &Message) -> Option<u64> {
     let rejects = message.get_msg_type() == MessageType::MsgAppendResponse && message.reject;
     (rejects && message.reject_hint < matched).then_some(message.reject_hint)
