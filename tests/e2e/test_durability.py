@@ -4,6 +4,7 @@ write-ahead log, and the recovery policy for damaged logs (DESIGN.md §4).
 These look inside Paddock's data directory, so they run against Paddock
 only."""
 
+import re
 import struct
 import subprocess
 import threading
@@ -75,6 +76,87 @@ def test_recovery_through_snapshots_and_log(server_factory, kazoo_factory):
         got = {name: zk.get(f"/d/{name}")[0] for name in zk.get_children("/d")}
         assert got == expected
         zk.stop()
+
+
+def deltas(server):
+    """Finished delta snapshots: what changed since the snapshot before."""
+    directory = server.data_dir / "version-paddock" / "deltas"
+    return sorted(p for p in directory.glob("*")
+                  if p.suffix not in (".tmp", ".removing", ".spare"))
+
+
+def state_of(zk, parent):
+    """Every child's data and the stat fields a txn applied twice would
+    move (its version, its data's zxid), and the parent's."""
+    children = {}
+    for name in zk.get_children(parent):
+        data, stat = zk.get(f"{parent}/{name}")
+        children[name] = (data, stat.version, stat.mzxid)
+    stat = zk.exists(parent)
+    return children, (stat.cversion, stat.pzxid, stat.numChildren)
+
+
+def write_a_tree_in_deltas(zk):
+    """Enough writes over a tree larger than twice snapCount (50) for
+    deltas between its whole snapshots, with data set again and again, so
+    that a txn applied twice shows in a version."""
+    zk.create("/d", b"")
+    for i in range(400):
+        zk.create(f"/d/n{i:04}", str(i).encode())
+    for round in range(4):
+        for i in range(0, 400, 7):
+            zk.set(f"/d/n{i:04}", f"set {round}".encode())
+    for i in range(0, 400, 11):
+        zk.delete(f"/d/n{i:04}")
+    return state_of(zk, "/d")
+
+
+def loaded_deltas(log):
+    """How many deltas the last start loaded after its snapshot."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    lines = [line for line in log.splitlines() if "loaded snapshot" in line]
+    assert lines, log
+    return int(lines[-1].split("deltas=")[1].split()[0])
+
+
+def test_a_restart_loads_the_snapshot_and_the_deltas_after_it(server_factory, kazoo_factory):
+    """The tree of a killed server comes back from its last whole snapshot,
+    the deltas after it and the log after those, each txn applied once:
+    no version or zxid moved by a txn replayed over a delta holding it."""
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    expected = write_a_tree_in_deltas(zk)
+    zk.stop()
+    assert deltas(s), "a tree of 400 znodes with snapCount=50 should have deltas"
+
+    s.restart(kill=True)
+    assert loaded_deltas(s.stderr_tail(400)) > 0
+    zk = kazoo_factory(s)
+    assert state_of(zk, "/d") == expected
+    zk.stop()
+
+
+def test_a_damaged_delta_gives_way_to_the_snapshot_and_the_log(server_factory, kazoo_factory):
+    """A delta found damaged while the restart reads it: the server says so,
+    and starts from the whole snapshot and the log after it instead."""
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    expected = write_a_tree_in_deltas(zk)
+    zk.stop()
+    s.stop()
+    found = deltas(s)
+    assert found, "a tree of 400 znodes with snapCount=50 should have deltas"
+    newest = bytearray(found[-1].read_bytes())
+    newest[len(newest) // 2] ^= 0x01
+    found[-1].write_bytes(bytes(newest))
+
+    s.start()
+    log = s.stderr_tail(400)
+    assert "cannot be loaded with it" in log, log
+    assert loaded_deltas(log) == 0
+    zk = kazoo_factory(s)
+    assert state_of(zk, "/d") == expected
+    zk.stop()
 
 
 def test_a_damaged_newest_snapshot_gives_way_to_the_one_before(server_factory, kazoo_factory):

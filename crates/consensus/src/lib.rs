@@ -22,6 +22,8 @@
 //!   location, the newest entries cached, older ones read back from disk.
 //! - `record`: how raft's entries and hard states are laid in WAL records.
 //! - `snapshot`: snapshot files with their raft metadata header.
+//! - `delta`: delta snapshot files, for this server's own restart; raft
+//!   never sends one.
 //! - `arriving`: a snapshot from the leader, readable by the state machine
 //!   while its pieces are still being written.
 //! - `status`: role, term and indexes published for monitoring.
@@ -34,6 +36,7 @@
 
 mod arriving;
 mod backlog;
+mod delta;
 mod durable;
 mod error;
 mod fence;
@@ -53,6 +56,7 @@ mod transport;
 
 pub use arriving::ArrivingSnapshot;
 pub use backlog::Unapplied;
+pub use delta::{delta_dir, DeltaMeta, Deltas};
 pub use durable::{read_stopped_log, RecoveredLog, StoppedLog};
 pub use error::Error;
 pub use fence::Control;
@@ -68,4 +72,6 @@ pub use peers::PeerNetwork;
 pub use raft::prelude::{Message, MessageType};
 pub use snapshot::{last_snapshot, log_dir, snapshot_dir, SnapshotMeta, Snapshots};
 pub use status::{LeaderSeen, Role, Status};
+/// A snapshot or delta file's payload, checked as it is read.
+pub use storage::SnapshotPieces;
 pub use transport::{PeerTls, TransportConfig, FRAME_BYTES_MAX_DEFAULT, QUEUE_FRAMES_MAX_DEFAULT};

@@ -1,5 +1,7 @@
 //! A Paddock data directory: written from an imported tree, read (newest
-//! snapshot plus the log after it) for an export.
+//! snapshot plus the log after it) for an export. An export does without
+//! the deltas a server may have written: the log goes back to the
+//! snapshot they build on.
 
 use std::path::{Path, PathBuf};
 
@@ -47,9 +49,11 @@ fn ensure_empty(dir: &Path) -> Result<(), MigrateError> {
 }
 
 /// Refuses a data directory that already holds a Paddock server's
-/// snapshots or log: checked before a long import, and again as it writes.
+/// snapshots, deltas or log: checked before a long import, and again as
+/// it writes.
 pub fn ensure_new(data_dir: &Path, data_log_dir: &Path) -> Result<(), MigrateError> {
     ensure_empty(&consensus::snapshot_dir(data_dir))?;
+    ensure_empty(&consensus::delta_dir(data_dir))?;
     ensure_empty(&consensus::log_dir(data_log_dir))
 }
 

@@ -22,22 +22,27 @@
 //!
 //! When a snapshot is due (`snapshot_schedule`: by txns or by log size)
 //! the loop hands an O(1) clone of the tree to a thread that writes it at
-//! the lowest CPU priority while applying continues (`snapshot_job`).
+//! the lowest CPU priority while applying continues (`snapshot_job`):
+//! the whole tree, or a delta of the buckets changed since the last
+//! snapshot (`tree::delta`), which follows on the chain `delta_chain`
+//! keeps. A server restarted from deltas passes over the entries they
+//! hold already.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use consensus::{Applying, CommittedEntry, Membership, SnapshotMeta, Snapshots};
+use consensus::{Applying, CommittedEntry, DeltaMeta, Deltas, Membership, SnapshotMeta, Snapshots};
 use tokio::sync::{mpsc, oneshot};
 use tree::{Applied, DataTree, Lookups, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
+use crate::delta_chain::{ChainTip, DeltaChain, Followed};
 use crate::pipeline;
 use crate::read_ahead;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_arrival::Arrivals;
 use crate::snapshot_job::{Running, SnapshotJob};
-use crate::snapshot_schedule::{SnapshotSchedule, TreeSize};
+use crate::snapshot_schedule::{SnapshotKind, SnapshotSchedule, TreeSize};
 
 /// A txn that may change or walk more znodes than this is applied outside
 /// the published lock (on an O(1) clone, swapped in), so that readers never
@@ -113,6 +118,13 @@ const SNAPSHOT_RETRY: Duration = Duration::from_millis(200);
 pub struct ApplyLoop {
     pub shared: Arc<Shared>,
     pub snapshots: Arc<Snapshots>,
+    pub deltas: Arc<Deltas>,
+    /// What the next delta follows on.
+    pub delta_chain: Arc<DeltaChain>,
+    /// The tree holds every entry up to this log index already: it was
+    /// loaded from deltas that hold them, at the start, and they are not
+    /// applied again.
+    pub loaded_through: u64,
     /// The snapshots the leader sends, decoded while they arrive.
     pub arrivals: Arc<Arrivals>,
     pub snapshot_job: SnapshotJob,
@@ -167,14 +179,14 @@ impl ApplyLoop {
     fn start_waiting_snapshot(&mut self) {
         if self.membership_snapshot.is_some() {
             self.snapshot_membership();
-        } else if self.scheduled_snapshot_may_start() {
+        } else if let Some(kind) = self.scheduled_snapshot_may_start() {
             if let Some((index, term)) = self.applied_through {
-                self.start_snapshot(index, term);
+                self.start_snapshot(index, term, kind);
             }
         }
     }
 
-    fn scheduled_snapshot_may_start(&self) -> bool {
+    fn scheduled_snapshot_may_start(&self) -> Option<SnapshotKind> {
         self.snapshot_schedule.may_start(self.shared.is_serving())
     }
 
@@ -184,7 +196,7 @@ impl ApplyLoop {
     /// does not list it: there must be one taken after its joining.
     fn snapshot_membership(&mut self) {
         if let Some((index, term)) = self.membership_snapshot {
-            if self.start_snapshot(index, term) {
+            if self.start_snapshot(index, term, SnapshotKind::Whole) {
                 self.membership_snapshot = None;
             }
         }
@@ -207,7 +219,13 @@ impl ApplyLoop {
             }
             None => self.read_snapshot(meta.index)?,
         };
+        if tracks_changes(&self.shared) {
+            tree.track_changes();
+        }
         crate::membership::install(&mut tree, &self.shared.config);
+        // Deltas of the old tree follow on nothing now.
+        self.delta_chain.reset(Some(ChainTip::whole(found.index)));
+        self.deltas.keep_only_chain(found.index, found.index);
         let now = Instant::now();
         for (id, info) in tree.sessions() {
             self.shared
@@ -263,7 +281,7 @@ impl ApplyLoop {
         let mut replies: Vec<(oneshot::Sender<Committed>, Committed)> = Vec::new();
         let mut closed_sessions: Vec<i64> = Vec::new();
         let last = batch.last().map(|entry| (entry.index, entry.term));
-        let mut entries = batch.into_iter();
+        let mut entries = self.pass_loaded(batch).into_iter();
         loop {
             let ahead: Vec<Decoded> = entries
                 .by_ref()
@@ -298,8 +316,8 @@ impl ApplyLoop {
             // Of everything applied, the change included.
             self.membership_snapshot = Some((last_index, last_term));
             self.snapshot_membership();
-        } else if self.scheduled_snapshot_may_start() {
-            self.start_snapshot(last_index, last_term);
+        } else if let Some(kind) = self.scheduled_snapshot_may_start() {
+            self.start_snapshot(last_index, last_term, kind);
         }
         if self.snapshot_schedule.is_far_overdue() && self.snapshot_job.give_up_background() {
             tracing::warn!(
@@ -309,6 +327,41 @@ impl ApplyLoop {
         Ok(())
     }
 
+    /// Passes over the entries the tree was loaded with (from deltas, at
+    /// the start), following only their membership changes; gives the
+    /// rest of `batch`.
+    fn pass_loaded(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Vec<CommittedEntry<Waiter>> {
+        if batch
+            .first()
+            .is_none_or(|entry| entry.index > self.loaded_through)
+        {
+            return batch;
+        }
+        let mut rest = Vec::new();
+        for mut entry in batch {
+            if entry.index > self.loaded_through {
+                rest.push(entry);
+                continue;
+            }
+            self.take_membership(&mut entry);
+            let mut published = self.shared.published();
+            published.applied_index = entry.index;
+            if !entry.data.is_empty() {
+                published.last_zxid = entry.index as i64;
+            }
+        }
+        rest
+    }
+
+    /// Follows the membership change `entry` makes, if it makes one.
+    fn take_membership(&mut self, entry: &mut CommittedEntry<Waiter>) {
+        if let Some(membership) = entry.membership.take() {
+            self.follow_membership(&membership);
+            self.membership = membership;
+            self.membership_snapshot = Some((entry.index, entry.term));
+        }
+    }
+
     /// Applies one committed entry; for a txn this server proposed, the
     /// answer to send its waiter once the batch is applied.
     fn apply_entry(
@@ -316,12 +369,12 @@ impl ApplyLoop {
         decoded: Decoded,
         closed_sessions: &mut Vec<i64>,
     ) -> Result<Option<(oneshot::Sender<Committed>, Committed)>, ApplyError> {
-        let Decoded { entry, bytes, txn } = decoded;
-        if let Some(membership) = entry.membership {
-            self.follow_membership(&membership);
-            self.membership = membership;
-            self.membership_snapshot = Some((entry.index, entry.term));
-        }
+        let Decoded {
+            mut entry,
+            bytes,
+            txn,
+        } = decoded;
+        self.take_membership(&mut entry);
         let Some(txn) = txn else {
             // Raft's own entry (a new leader's no-op): no txn, no zxid.
             self.shared.published().applied_index = entry.index;
@@ -492,24 +545,52 @@ impl ApplyLoop {
         }
     }
 
-    /// Starts writing a snapshot of the tree as applied through `index`;
-    /// false if one is being written already.
-    fn start_snapshot(&mut self, index: u64, term: u64) -> bool {
+    /// Starts writing a snapshot of the tree as applied through `index`:
+    /// a delta if `kind` asks for one and one may follow on the chain,
+    /// else the whole tree. False if a snapshot is being written already.
+    fn start_snapshot(&mut self, index: u64, term: u64, kind: SnapshotKind) -> bool {
         let Some(running) = self.snapshot_job.start() else {
             return false;
         };
-        let tree = self.shared.published().tree.clone();
-        self.snapshot_schedule.restart(TreeSize::of(&tree));
-        let meta = SnapshotMeta {
-            index,
-            term,
-            membership: self.membership.clone(),
+        let followed = self.delta_chain.follow();
+        let (tree, changes) = {
+            let mut published = self.shared.published();
+            let changes = published.tree.take_changes();
+            (published.tree.clone(), changes)
         };
-        let snapshots = self.snapshots.clone();
+        let delta_follows = followed
+            .tip
+            .filter(|tip| kind == SnapshotKind::Delta && tip.takes_a_delta() && tip.last < index);
+        let writing = match (delta_follows, changes) {
+            (Some(tip), Some(changes)) => {
+                self.snapshot_schedule.delta_started();
+                let meta = DeltaMeta {
+                    index,
+                    term,
+                    base: tip.base,
+                    previous: tip.last,
+                };
+                Writing::Delta(meta, changes)
+            }
+            _ => {
+                self.snapshot_schedule.restart(TreeSize::of(&tree));
+                let meta = SnapshotMeta {
+                    index,
+                    term,
+                    membership: self.membership.clone(),
+                };
+                Writing::Whole(meta)
+            }
+        };
+        let files = SnapshotFiles {
+            snapshots: self.snapshots.clone(),
+            deltas: self.deltas.clone(),
+            chain: self.delta_chain.clone(),
+        };
         let shared = self.shared.clone();
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
-            .spawn(move || write_snapshot(&shared, &snapshots, meta, &tree, running));
+            .spawn(move || write_snapshot(&shared, &files, writing, followed, &tree, running));
         if let Err(error) = spawned {
             tracing::error!("cannot start a thread to write a snapshot: {error}; the log keeps growing until one starts");
         }
@@ -517,40 +598,86 @@ impl ApplyLoop {
     }
 }
 
-/// Writes `tree` as the snapshot `meta` names, then lets the log forget
-/// what it holds.
+/// Whether a server's tree records what changes, for deltas: not while
+/// it observes ZooKeeper, whose restart reads no log to replay after them.
+fn tracks_changes(shared: &Shared) -> bool {
+    !shared.config.observes_zookeeper()
+}
+
+/// What a snapshot thread writes.
+enum Writing {
+    Whole(SnapshotMeta),
+    Delta(DeltaMeta, tree::Changes),
+}
+
+/// Where a snapshot thread writes, and the chain it tells of the outcome.
+struct SnapshotFiles {
+    snapshots: Arc<Snapshots>,
+    deltas: Arc<Deltas>,
+    chain: Arc<DeltaChain>,
+}
+
+/// Writes `tree` whole or as a delta, as `writing` says, and tells the
+/// chain that `followed` what the next delta follows on. A whole snapshot
+/// then lets the log forget what it holds, and the deltas before it go.
 fn write_snapshot(
     shared: &Shared,
-    snapshots: &Snapshots,
-    meta: SnapshotMeta,
+    files: &SnapshotFiles,
+    writing: Writing,
+    followed: Followed,
     tree: &DataTree,
     running: Running,
 ) {
     running.set_thread_priority();
     let started = Instant::now();
-    let retain = shared.config.snapshots_retained();
-    let written = snapshots.save(&meta, retain, |out| {
-        tree.write_snapshot(&mut running.guard(out))
+    let mut buckets = None;
+    let (index, kind, written) = match &writing {
+        Writing::Whole(meta) => {
+            let retain = shared.config.snapshots_retained();
+            let written = files.snapshots.save(meta, retain, |out| {
+                tree.write_snapshot(&mut running.guard(out))
+            });
+            (meta.index, "whole", written)
+        }
+        Writing::Delta(meta, changes) => {
+            let written = files.deltas.save(meta, |out| {
+                buckets = Some(tree.write_delta(changes, &mut running.guard(out))?);
+                Ok(())
+            });
+            (meta.index, "delta", written)
+        }
+    };
+    let tip = written.is_ok().then(|| match &writing {
+        Writing::Whole(_) => ChainTip::whole(index),
+        Writing::Delta(..) => followed
+            .tip
+            .expect("a delta follows on a chain")
+            .then(index),
     });
-    let index = meta.index;
+    files.chain.ended(followed, tip);
     match written {
         Ok(()) => {
             shared.stats.snapshots.record(started.elapsed());
             tracing::info!(
                 zxid = index,
+                kind,
                 nodes = tree.node_count(),
+                buckets,
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 priority = ?running.priority(),
                 "snapshot written"
             );
-            // The log may now forget what the snapshot holds.
-            let _ = shared.consensus.compact(meta);
+            if let Writing::Whole(meta) = writing {
+                files.deltas.keep_only_chain(index, index);
+                // The log may now forget what the snapshot holds.
+                let _ = shared.consensus.compact(meta);
+            }
         }
         Err(_) if running.given_up() => {
-            tracing::info!(zxid = index, "snapshot given up");
+            tracing::info!(zxid = index, kind, "snapshot given up");
         }
         Err(error) => tracing::error!(
-            "writing a snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a snapshot succeeds"
+            "writing a {kind} snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a whole snapshot succeeds"
         ),
     }
 }

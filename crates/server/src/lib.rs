@@ -8,8 +8,9 @@
 //!   `session_order`: the order of a session's requests, answers and
 //!   watch events, which the connection's reader and writer follow.
 //! - `apply`: committed txns into tree versions, watch events, snapshots;
-//!   `snapshot_schedule`: when the next snapshot is due; `snapshot_job`:
-//!   the one being written, at the lowest CPU priority.
+//!   `snapshot_schedule`: when the next snapshot is due, whole or delta;
+//!   `snapshot_job`: the one being written, at the lowest CPU priority;
+//!   `delta_chain`: what the next delta follows on.
 //! - `shared`: state all tasks share, and its locking rule.
 //! - `session`: session liveness and ids; `auth`, `sasl`: identities;
 //!   `delegation`: identities lent to the server's own tools' sessions.
@@ -34,6 +35,7 @@ mod auth;
 mod config;
 mod connection;
 mod delegation;
+mod delta_chain;
 mod ensemble;
 mod four_letter;
 mod load_limits;

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use consensus::{
-    Consensus, HandOff, Membership, PeerNetwork, RecoveredLog, Role, SnapshotMeta, Snapshots,
+    Consensus, DeltaMeta, Deltas, HandOff, Membership, PeerNetwork, RecoveredLog, Role,
+    SnapshotMeta, SnapshotPieces, Snapshots,
 };
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::mpsc;
@@ -22,6 +23,7 @@ use tree::{DataTree, TxnOp};
 
 use crate::apply::{ApplyError, ApplyLoop};
 use crate::config::{ConfigError, ServerConfig};
+use crate::delta_chain::{ChainTip, DeltaChain};
 use crate::ensemble::{Ensemble, PeerNote};
 use crate::monitor::Monitor;
 use crate::session::{SessionIds, SessionTracker};
@@ -136,14 +138,16 @@ pub async fn run(
     let (sasl_users, client_tls) = client_security(&config)?;
     log_start_warnings(&config);
     let snapshots = Arc::new(Snapshots::open(&snapshot_dir)?);
+    let deltas = Arc::new(Deltas::open(&consensus::delta_dir(&config.data_dir))?);
     let (
         Starting {
             tree,
             mut snapshot_meta,
+            deltas: loaded_deltas,
             reconfigured,
         },
         log,
-    ) = load_state(&mut config, &snapshots, &log_dir)?;
+    ) = load_state(&mut config, &snapshots, &deltas, &log_dir)?;
     let ensemble = Ensemble::from_config(&config)?;
     let server_id = own_id(&config, ensemble.as_ref())?;
     let (voters, learners) = ensemble.as_ref().map_or((vec![server_id], vec![]), |e| {
@@ -225,7 +229,20 @@ pub async fn run(
     let _ = shared_later.set(Arc::downgrade(&shared));
     // Before the peers are heard, so that a snapshot they send is decoded
     // as it arrives.
-    let apply = apply_loop(&shared, snapshots.clone(), membership);
+    let chain = snapshot_meta.as_ref().map(|meta| {
+        let tip = ChainTip::whole(meta.index);
+        loaded_deltas
+            .iter()
+            .fold(tip, |tip, delta| tip.then(delta.index))
+    });
+    let (base, last) = chain.map_or((0, 0), |tip| (tip.base, tip.last));
+    deltas.keep_only_chain(base, last);
+    let files = SnapshotFiles {
+        snapshots: snapshots.clone(),
+        deltas,
+        chain,
+    };
+    let apply = apply_loop(&shared, files, membership);
     if let Some((ensemble, network)) = &shared.peers {
         start_peer_transport(&shared, ensemble, network).await?;
     }
@@ -370,13 +387,17 @@ fn start_replication(
     })
 }
 
-/// The apply loop of `shared`'s tree, its snapshots counted from the
-/// tree's size now.
-fn apply_loop(
-    shared: &Arc<Shared>,
+/// The snapshot files a server starts from: the whole snapshots, the
+/// deltas, and the chain of them its tree was loaded from.
+struct SnapshotFiles {
     snapshots: Arc<Snapshots>,
-    membership: Membership,
-) -> ApplyLoop {
+    deltas: Arc<Deltas>,
+    chain: Option<ChainTip>,
+}
+
+/// The apply loop of `shared`'s tree, its snapshots counted from the
+/// tree's size now, and entries the tree was loaded with passed over.
+fn apply_loop(shared: &Arc<Shared>, files: SnapshotFiles, membership: Membership) -> ApplyLoop {
     let snapshot_schedule = SnapshotSchedule::new(
         shared.config.snap_count,
         shared.config.snap_size_limit_kb,
@@ -384,8 +405,11 @@ fn apply_loop(
     );
     ApplyLoop {
         shared: shared.clone(),
-        arrivals: Arrivals::decode_from(&snapshots),
-        snapshots,
+        arrivals: Arrivals::decode_from(&files.snapshots),
+        snapshots: files.snapshots,
+        deltas: files.deltas,
+        delta_chain: Arc::new(DeltaChain::starting_at(files.chain)),
+        loaded_through: files.chain.map_or(0, |tip| tip.last),
         snapshot_job: Default::default(),
         membership,
         membership_snapshot: None,
@@ -398,6 +422,8 @@ fn apply_loop(
 struct Starting {
     tree: DataTree,
     snapshot_meta: Option<SnapshotMeta>,
+    /// The deltas loaded after the snapshot, oldest first.
+    deltas: Vec<DeltaMeta>,
     /// A reconfig's membership, which the configuration now holds, is the
     /// group's rather than zoo.cfg's.
     reconfigured: bool,
@@ -418,15 +444,26 @@ struct Starting {
 fn load_state(
     config: &mut ServerConfig,
     snapshots: &Snapshots,
+    deltas: &Deltas,
     log_dir: &Path,
 ) -> Result<(Starting, Option<RecoveredLog>), ServerError> {
     let reads_log = !config.observes_zookeeper();
     let mut newest_error = None;
     for index in snapshots.newest_first()? {
-        let loaded = match snapshots.checked_as_read(index) {
-            Ok(opened) => load_with_log(Some(opened), reads_log, log_dir)?,
-            Err(opening) => Err(opening.into()),
+        // A server that reads no log keeps no deltas either.
+        let chain = match reads_log {
+            true => deltas.chain(index)?,
+            false => Vec::new(),
         };
+        let with_deltas = chain.len();
+        let mut loaded = load_at(snapshots, index, chain, reads_log, log_dir)?;
+        if let (Err(damaged), 1..) = (&loaded, with_deltas) {
+            tracing::warn!(
+                "the {with_deltas} deltas after the snapshot {} cannot be loaded with it ({damaged}); loading the snapshot alone, and replaying the log after it",
+                snapshots.path_of(index).display()
+            );
+            loaded = load_at(snapshots, index, Vec::new(), reads_log, log_dir)?;
+        }
         match loaded {
             Ok((tree, log)) => return Ok((starting_state(config, tree)?, log)),
             Err(damaged) => {
@@ -441,15 +478,33 @@ fn load_state(
     if let Some(error) = newest_error {
         return Err(error);
     }
-    let (tree, log) = load_with_log(None::<(SnapshotMeta, io::Empty)>, reads_log, log_dir)??;
+    let no_snapshot = None::<(SnapshotMeta, io::Empty)>;
+    let (tree, log) = load_with_log(no_snapshot, Vec::new(), reads_log, log_dir)??;
     Ok((starting_state(config, tree)?, log))
 }
 
-/// A snapshot's tree, loaded while the log after it is read (when
-/// `reads_log`). The outer error is the log's, which stops the start; the
-/// inner one the snapshot's, for which an older snapshot may serve.
+/// The snapshot at `index` and the deltas `chain` after it, loaded while
+/// the log after the snapshot is read, as [`load_with_log`] does.
+fn load_at(
+    snapshots: &Snapshots,
+    index: u64,
+    chain: Vec<(DeltaMeta, SnapshotPieces)>,
+    reads_log: bool,
+    log_dir: &Path,
+) -> Result<Result<(LoadedTree, Option<RecoveredLog>), ServerError>, ServerError> {
+    match snapshots.checked_as_read(index) {
+        Ok(opened) => load_with_log(Some(opened), chain, reads_log, log_dir),
+        Err(opening) => Ok(Err(opening.into())),
+    }
+}
+
+/// A snapshot's tree and the deltas after it, loaded while the log after
+/// the snapshot is read (when `reads_log`). The outer error is the log's,
+/// which stops the start; the inner one the snapshot's or a delta's, for
+/// which the snapshot alone or an older one may serve.
 fn load_with_log(
     latest: Option<(SnapshotMeta, impl Read + Send)>,
+    chain: Vec<(DeltaMeta, SnapshotPieces)>,
     reads_log: bool,
     log_dir: &Path,
 ) -> Result<Result<(LoadedTree, Option<RecoveredLog>), ServerError>, ServerError> {
@@ -464,7 +519,7 @@ fn load_with_log(
             what: "read the raft log",
             source,
         })?;
-        let tree = load_snapshot(latest);
+        let tree = load_snapshot(latest, chain);
         let log = match log {
             Some(reading) => Some(
                 reading
@@ -477,18 +532,25 @@ fn load_with_log(
     })
 }
 
-/// A tree and the snapshot it was loaded from, if any.
-type LoadedTree = (DataTree, Option<SnapshotMeta>);
+/// A tree, the snapshot it was loaded from, if any, and the deltas after
+/// it, oldest first.
+struct LoadedTree {
+    tree: DataTree,
+    snapshot: Option<SnapshotMeta>,
+    deltas: Vec<DeltaMeta>,
+}
 
 /// The state a server starts from, given its loaded tree: sets `config`'s
 /// servers to what the tree records over the files: a takeover's ensemble,
 /// a reconfig's membership.
 /// A server of an ensemble that no reconfig has changed writes zoo.cfg's
 /// membership into the tree, as ZooKeeper writes `/zookeeper/config`.
-fn starting_state(
-    config: &mut ServerConfig,
-    (mut tree, snapshot_meta): LoadedTree,
-) -> Result<Starting, ServerError> {
+fn starting_state(config: &mut ServerConfig, loaded: LoadedTree) -> Result<Starting, ServerError> {
+    let LoadedTree {
+        mut tree,
+        snapshot: snapshot_meta,
+        deltas,
+    } = loaded;
     if config.observes_zookeeper() {
         crate::zookeeper_observer::adopt_takeover(config, &tree)?;
     }
@@ -497,9 +559,13 @@ fn starting_state(
         return Ok(Starting {
             tree,
             snapshot_meta,
+            deltas,
             reconfigured: false,
         });
     }
+    // From before the membership is written in, so that the next delta
+    // holds that too.
+    tree.track_changes();
     let reconfigured = crate::membership::reconfigured(&tree);
     if let Some(servers) = &reconfigured {
         let text = |servers| crate::membership::config_text(servers, 0);
@@ -514,6 +580,7 @@ fn starting_state(
     Ok(Starting {
         tree,
         snapshot_meta,
+        deltas,
         reconfigured: reconfigured.is_some(),
     })
 }
@@ -646,31 +713,54 @@ fn data_dirs(config: &ServerConfig) -> Result<(PathBuf, PathBuf), ServerError> {
 
 fn load_snapshot(
     latest: Option<(SnapshotMeta, impl Read + Send)>,
+    mut chain: Vec<(DeltaMeta, SnapshotPieces)>,
 ) -> Result<LoadedTree, ServerError> {
     let started = Instant::now();
     let Some((meta, mut reader)) = latest else {
-        return Ok((DataTree::new(), None));
+        return Ok(LoadedTree {
+            tree: DataTree::new(),
+            snapshot: None,
+            deltas: Vec::new(),
+        });
     };
-    let tree =
-        DataTree::read_snapshot(&mut reader).map_err(|e| ServerError::Snapshot(e.to_string()))?;
-    // Read to its end, the snapshot's file is checked whole.
-    let mut past_the_tree = [0u8; 1];
-    match reader.read(&mut past_the_tree) {
-        Ok(0) => {}
-        Ok(_) => {
-            return Err(ServerError::Snapshot(
-                "the snapshot goes on past its tree".into(),
-            ))
-        }
-        Err(e) => return Err(ServerError::Snapshot(e.to_string())),
+    let deltas = chain
+        .iter_mut()
+        .map(|(_, delta)| delta as &mut (dyn Read + Send))
+        .collect();
+    let tree = DataTree::read_snapshot_and_deltas(&mut reader, deltas)
+        .map_err(|e| ServerError::Snapshot(e.to_string()))?;
+    // Read to its end, each file is checked whole.
+    read_to_its_end(&mut reader, "the snapshot")?;
+    for (_, delta) in &mut chain {
+        read_to_its_end(delta, "a delta")?;
     }
+    let deltas: Vec<DeltaMeta> = chain.into_iter().map(|(delta, _)| delta).collect();
     tracing::info!(
         zxid = meta.index,
         nodes = tree.node_count(),
+        deltas = deltas.len(),
+        through = deltas.last().map_or(meta.index, |delta| delta.index),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "loaded snapshot"
     );
-    Ok((tree, Some(meta)))
+    Ok(LoadedTree {
+        tree,
+        snapshot: Some(meta),
+        deltas,
+    })
+}
+
+/// Reads `file` past what its tree was read from: nothing may be left,
+/// and reaching its end checks its checksum.
+fn read_to_its_end(file: &mut dyn Read, what: &str) -> Result<(), ServerError> {
+    let mut past_the_tree = [0u8; 1];
+    match file.read(&mut past_the_tree) {
+        Ok(0) => Ok(()),
+        Ok(_) => Err(ServerError::Snapshot(format!(
+            "{what} goes on past its tree"
+        ))),
+        Err(e) => Err(ServerError::Snapshot(e.to_string())),
+    }
 }
 
 /// Starts the peer transport: raft's messages and snapshots go to

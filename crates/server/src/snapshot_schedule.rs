@@ -27,12 +27,28 @@
 //! took 17.8-19.9 s with the snapshot and 15.7-16.9 s without (the
 //! snapshot is then written while serving).
 //!
+//! Between whole snapshots of a tree that large, a delta (`tree::delta`:
+//! what changed since the last snapshot of either kind) is due every
+//! `snapCount` txns or `snapSizeLimitInKb` of log, jittered the same way,
+//! so that a restart loads the whole snapshot and its deltas and replays
+//! at most that much log. A delta writes only what changed, so it costs
+//! a write about what the txn itself wrote.
+//!
 //! A snapshot written in the background (`snapshot_job`) that is still
 //! being written when twice the unjittered limit has been logged since it
 //! began is far overdue: it is given up and written again at normal
 //! priority.
 
 use rand::Rng as _;
+
+/// What a snapshot writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotKind {
+    /// The whole tree.
+    Whole,
+    /// What changed since the last snapshot (`tree::Changes`).
+    Delta,
+}
 
 /// What a snapshot of the tree writes.
 #[derive(Debug, Clone, Copy, Default)]
@@ -55,6 +71,17 @@ pub struct SnapshotSchedule {
     snap_count: u64,
     /// `None`: no size limit (`snapSizeLimitInKb` <= 0).
     size_limit_bytes: Option<u64>,
+    /// The log since the last whole snapshot.
+    whole: LogSince,
+    /// The log since the last snapshot of either kind, while the tree is
+    /// large enough for deltas: at least twice `snapCount` nodes, or
+    /// twice the size limit.
+    delta: Option<LogSince>,
+}
+
+/// The log written since a snapshot, and how much of it makes the next
+/// one due.
+struct LogSince {
     txns: u64,
     bytes: u64,
     txns_due: u64,
@@ -62,6 +89,36 @@ pub struct SnapshotSchedule {
     /// The limits before jitter, for `is_far_overdue`.
     txns_limit: u64,
     bytes_limit: Option<u64>,
+}
+
+impl LogSince {
+    fn new(txns_limit: u64, bytes_limit: Option<u64>) -> Self {
+        LogSince {
+            txns: 0,
+            bytes: 0,
+            txns_due: jittered(txns_limit),
+            bytes_due: bytes_limit.map(jittered),
+            txns_limit,
+            bytes_limit,
+        }
+    }
+
+    fn count(&mut self, bytes: u64) {
+        self.txns += 1;
+        self.bytes += bytes;
+    }
+
+    fn is_due(&self) -> bool {
+        self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
+    }
+
+    /// Twice the unjittered limit.
+    fn is_far_overdue(&self) -> bool {
+        self.txns >= self.txns_limit.saturating_mul(2)
+            || self
+                .bytes_limit
+                .is_some_and(|limit| self.bytes >= limit.saturating_mul(2))
+    }
 }
 
 impl SnapshotSchedule {
@@ -74,12 +131,8 @@ impl SnapshotSchedule {
         let mut schedule = SnapshotSchedule {
             snap_count,
             size_limit_bytes,
-            txns: 0,
-            bytes: 0,
-            txns_due: 0,
-            bytes_due: None,
-            txns_limit: 0,
-            bytes_limit: None,
+            whole: LogSince::new(snap_count, size_limit_bytes),
+            delta: None,
         };
         schedule.restart(tree);
         schedule
@@ -87,37 +140,58 @@ impl SnapshotSchedule {
 
     /// One more txn of `bytes` in the log.
     pub fn count(&mut self, bytes: usize) {
-        self.txns += 1;
-        self.bytes += bytes as u64;
+        self.whole.count(bytes as u64);
+        if let Some(delta) = &mut self.delta {
+            delta.count(bytes as u64);
+        }
+    }
+
+    /// The snapshot due, if one is: a whole one before a delta.
+    pub fn due(&self) -> Option<SnapshotKind> {
+        if self.whole.is_due() {
+            Some(SnapshotKind::Whole)
+        } else if self.delta.as_ref().is_some_and(LogSince::is_due) {
+            Some(SnapshotKind::Delta)
+        } else {
+            None
+        }
     }
 
     pub fn is_due(&self) -> bool {
-        self.txns >= self.txns_due || self.bytes_due.is_some_and(|due| self.bytes >= due)
+        self.due().is_some()
     }
 
-    /// A snapshot is due and may start now: once the server is serving
+    /// The snapshot due that may start now: once the server is serving
     /// clients, or before if the log is far overdue.
-    pub fn may_start(&self, serving: bool) -> bool {
-        self.is_due() && (serving || self.is_far_overdue())
+    pub fn may_start(&self, serving: bool) -> Option<SnapshotKind> {
+        self.due().filter(|_| serving || self.is_far_overdue())
     }
 
-    /// Twice the unjittered limit logged since the last `restart`.
+    /// Twice the unjittered limit of a whole snapshot logged since the
+    /// last one started.
     pub fn is_far_overdue(&self) -> bool {
-        self.txns >= self.txns_limit.saturating_mul(2)
-            || self
-                .bytes_limit
-                .is_some_and(|limit| self.bytes >= limit.saturating_mul(2))
+        self.whole.is_far_overdue()
     }
 
-    /// A snapshot of a tree of this size started (or the tree was replaced
-    /// by one): count afresh.
+    /// A whole snapshot of a tree of this size started (or the tree was
+    /// replaced by one): count afresh.
     pub fn restart(&mut self, tree: TreeSize) {
-        self.txns = 0;
-        self.bytes = 0;
-        self.txns_limit = self.snap_count.max(tree.nodes);
-        self.bytes_limit = self.size_limit_bytes.map(|limit| limit.max(tree.bytes));
-        self.txns_due = jittered(self.txns_limit);
-        self.bytes_due = self.bytes_limit.map(jittered);
+        let txns_limit = self.snap_count.max(tree.nodes);
+        let bytes_limit = self.size_limit_bytes.map(|limit| limit.max(tree.bytes));
+        self.whole = LogSince::new(txns_limit, bytes_limit);
+        let raised = |whole: u64, limit: u64| whole >= limit.saturating_mul(2);
+        let deltas_pay = raised(txns_limit, self.snap_count)
+            || bytes_limit
+                .zip(self.size_limit_bytes)
+                .is_some_and(|(whole, limit)| raised(whole, limit));
+        self.delta = deltas_pay.then(|| LogSince::new(self.snap_count, self.size_limit_bytes));
+    }
+
+    /// A delta started: count afresh towards the next.
+    pub fn delta_started(&mut self) {
+        if self.delta.is_some() {
+            self.delta = Some(LogSince::new(self.snap_count, self.size_limit_bytes));
+        }
     }
 }
 
@@ -162,11 +236,7 @@ mod tests {
             bytes: 10 << 20,
         };
         let mut schedule = SnapshotSchedule::new(100_000, 1024, tree);
-        let mut txns = 0;
-        while !schedule.is_due() {
-            schedule.count(100 << 10);
-            txns += 1;
-        }
+        let txns = txns_until_whole(&mut schedule, 100 << 10);
         assert!((51..=103).contains(&txns), "{txns}");
     }
 
@@ -190,15 +260,16 @@ mod tests {
     #[test]
     fn a_due_snapshot_waits_for_serving_until_far_overdue() {
         let mut schedule = SnapshotSchedule::new(100, 1 << 20, TreeSize::default());
-        assert!(!schedule.may_start(true));
+        assert_eq!(schedule.may_start(true), None);
         for _ in 0..100 {
             schedule.count(1);
         }
-        assert!(schedule.may_start(true) && !schedule.may_start(false));
+        assert_eq!(schedule.may_start(true), Some(SnapshotKind::Whole));
+        assert_eq!(schedule.may_start(false), None);
         for _ in 0..100 {
             schedule.count(1);
         }
-        assert!(schedule.may_start(false));
+        assert_eq!(schedule.may_start(false), Some(SnapshotKind::Whole));
     }
 
     #[test]
@@ -210,6 +281,50 @@ mod tests {
         }
     }
 
+    /// Txns counted until a snapshot is due, and which.
+    fn txns_until_due(schedule: &mut SnapshotSchedule) -> (u64, SnapshotKind) {
+        let mut txns = 0;
+        loop {
+            if let Some(kind) = schedule.due() {
+                return (txns, kind);
+            }
+            schedule.count(10);
+            txns += 1;
+        }
+    }
+
+    #[test]
+    fn deltas_come_every_snap_count_between_whole_snapshots_of_a_large_tree() {
+        let tree = TreeSize {
+            nodes: 1000,
+            bytes: 0,
+        };
+        let mut schedule = SnapshotSchedule::new(100, 1 << 20, tree);
+        let mut since_whole = 0;
+        loop {
+            let (txns, kind) = txns_until_due(&mut schedule);
+            since_whole += txns;
+            if kind == SnapshotKind::Whole {
+                break;
+            }
+            assert!((50..=100).contains(&txns), "a delta after {txns}");
+            schedule.delta_started();
+        }
+        assert!((500..=1000).contains(&since_whole), "{since_whole}");
+    }
+
+    #[test]
+    fn a_tree_under_twice_snap_count_takes_no_delta() {
+        let tree = TreeSize {
+            nodes: 150,
+            bytes: 0,
+        };
+        let mut schedule = SnapshotSchedule::new(100, 1 << 20, tree);
+        let (txns, kind) = txns_until_due(&mut schedule);
+        assert_eq!(kind, SnapshotKind::Whole);
+        assert!((75..=150).contains(&txns), "{txns}");
+    }
+
     #[test]
     fn a_tree_of_more_nodes_than_snap_count_raises_it() {
         let tree = TreeSize {
@@ -217,11 +332,23 @@ mod tests {
             bytes: 0,
         };
         let mut schedule = SnapshotSchedule::new(100, 1 << 20, tree);
-        let mut txns = 0;
-        while !schedule.is_due() {
-            schedule.count(10);
-            txns += 1;
-        }
+        let txns = txns_until_whole(&mut schedule, 10);
         assert!((500..=1000).contains(&txns), "{txns}");
+    }
+
+    /// Txns of `bytes` counted until a whole snapshot is due, every delta
+    /// due on the way started.
+    fn txns_until_whole(schedule: &mut SnapshotSchedule, bytes: usize) -> u64 {
+        let mut txns = 0;
+        loop {
+            match schedule.due() {
+                Some(SnapshotKind::Whole) => return txns,
+                Some(SnapshotKind::Delta) => schedule.delta_started(),
+                None => {
+                    schedule.count(bytes);
+                    txns += 1;
+                }
+            }
+        }
     }
 }

@@ -291,17 +291,34 @@ impl SnapshotStore {
                     warn!(file = %path.display(), error = %e, "could not keep old snapshot as the spare")
                 }
             }
-            match removal::remove_gradually(
-                self.fs.as_ref(),
-                &self.dir,
-                &path,
-                &RemovalPace::default(),
-            ) {
-                Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    warn!(file = %path.display(), error = %e, "could not remove old snapshot")
-                }
+            self.remove(*index);
+        }
+    }
+
+    /// Removes every snapshot whose index `doomed` picks, none kept as the
+    /// spare. Failures only cost disk space, so they are logged, not
+    /// returned.
+    pub fn remove_if(&self, doomed: impl Fn(u64) -> bool) {
+        let indices = match self.snapshot_indices() {
+            Ok(indices) => indices,
+            Err(e) => {
+                warn!(error = %e, "could not list snapshots to remove old ones");
+                return;
+            }
+        };
+        for index in indices.into_iter().filter(|&index| doomed(index)) {
+            self.remove(index);
+        }
+    }
+
+    fn remove(&self, index: u64) {
+        let path = self.path_of(index);
+        match removal::remove_gradually(self.fs.as_ref(), &self.dir, &path, &RemovalPace::default())
+        {
+            Ok(()) => debug!(file = %path.display(), "removed old snapshot"),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => {
+                warn!(file = %path.display(), error = %e, "could not remove old snapshot")
             }
         }
     }

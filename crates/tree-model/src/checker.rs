@@ -88,6 +88,47 @@ impl Checker {
         }
     }
 
+    /// A snapshot of the tree now, from which changes are tracked for
+    /// [`Checker::take_delta`].
+    pub fn take_base(&mut self) -> Vec<u8> {
+        self.tree.track_changes();
+        self.tree.take_changes();
+        let mut base = Vec::new();
+        self.tree
+            .write_snapshot(&mut base)
+            .expect("a snapshot writes into memory");
+        base
+    }
+
+    /// A delta of what changed since the last base or delta.
+    pub fn take_delta(&mut self) -> Vec<u8> {
+        let changes = self
+            .tree
+            .take_changes()
+            .expect("take_base starts tracking changes");
+        let mut delta = Vec::new();
+        self.tree
+            .write_delta(&changes, &mut delta)
+            .expect("a delta writes into memory");
+        delta
+    }
+
+    /// `base` and the `deltas` after it, the last taken now, load as an
+    /// equal tree.
+    pub fn check_loads_from(&self, base: &[u8], deltas: &[Vec<u8>]) -> Result<(), String> {
+        let mut base = base;
+        let mut inputs: Vec<&[u8]> = deltas.iter().map(Vec::as_slice).collect();
+        let deltas = inputs
+            .iter_mut()
+            .map(|input| input as &mut (dyn std::io::Read + Send))
+            .collect();
+        match DataTree::read_snapshot_and_deltas(&mut base, deltas) {
+            Ok(loaded) if loaded == self.tree => Ok(()),
+            Ok(_) => Err(self.report("a base and its deltas load as a different tree")),
+            Err(e) => Err(self.report(&format!("reading a base and its deltas: {e}"))),
+        }
+    }
+
     fn report(&self, what: &str) -> String {
         let mut out = format!("{what}\ncommands:\n");
         for (i, command) in self.history.iter().enumerate() {

@@ -23,6 +23,10 @@
 //! - `quota`: the `/zookeeper/quota` bookkeeping `DataTree` does.
 //! - `read`: reads with `FinalRequestProcessor`'s ACL checks; counters.
 //! - `snapshot`: streaming snapshot write and read.
+//! - `changes`: which buckets of the nodes map changed since they were
+//!   last taken.
+//! - `delta`: delta snapshots of those buckets, and a snapshot loaded
+//!   merged with the deltas after it.
 //! - `restore`: a tree from another system's znode records, and a tree's
 //!   znodes parent first, for the migration room.
 //!
@@ -65,6 +69,8 @@
 
 mod acl;
 mod apply;
+mod changes;
+mod delta;
 mod hash_trie;
 mod lookups;
 mod node;
@@ -84,6 +90,7 @@ mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
+pub use delta::Changes;
 pub use lookups::Lookups;
 pub use node::{
     ttl_owner, Children, Node, OwnerKind, SharedNode, StatPersisted, CONTAINER_EPHEMERAL_OWNER,

@@ -40,16 +40,28 @@
 
 use imbl::OrdMap;
 
+use crate::changes::ChangeRecord;
 use crate::hash_trie::{Counted, HashTrie, SortedBuilder};
 use crate::node::{Node, SharedNode};
 use crate::prefetch;
 use crate::shared_path::SharedPath;
 
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Nodes {
     by_hash: HashTrie<Bucket>,
     len: usize,
+    /// The buckets changed, once asked to record them (`DataTree::track_changes`).
+    changes: ChangeRecord,
 }
+
+/// Equal maps hold the same nodes, whatever either recorded of how.
+impl PartialEq for Nodes {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.by_hash == other.by_hash
+    }
+}
+
+impl Eq for Nodes {}
 
 /// The nodes whose paths have one hash. `Many` always holds two or more,
 /// so equal maps are equal in shape too.
@@ -142,7 +154,9 @@ impl Nodes {
     /// The node at `path`, to change in place (copying what this version
     /// shares with another first).
     pub(crate) fn get_mut(&mut self, path: &str) -> Option<&mut SharedNode> {
-        match self.by_hash.get_mut(path_hash(path))? {
+        let hash = path_hash(path);
+        self.changes.note(hash);
+        match self.by_hash.get_mut(hash)? {
             Bucket::One(p, node) => {
                 prefetch::object(&**node);
                 (**p == *path).then_some(node)
@@ -154,6 +168,7 @@ impl Nodes {
     /// Adds or replaces the node at `path`; returns the one replaced.
     pub(crate) fn insert(&mut self, path: SharedPath, node: SharedNode) -> Option<SharedNode> {
         let hash = path_hash(&path);
+        self.changes.note(hash);
         let mut new = Some((path, node));
         let bucket = self.by_hash.get_or_insert_with(hash, || {
             let (path, node) = new.take().expect("made once");
@@ -169,6 +184,7 @@ impl Nodes {
 
     pub(crate) fn remove(&mut self, path: &str) -> Option<SharedNode> {
         let hash = path_hash(path);
+        self.changes.note(hash);
         let removed = match self.by_hash.get(hash)? {
             Bucket::One(p, _) if **p == *path => match self.by_hash.remove(hash) {
                 Some(Bucket::One(_, node)) => node,
@@ -188,13 +204,23 @@ impl Nodes {
 
     /// Every path and node, in the map's (hash) order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (&SharedPath, &SharedNode)> {
-        self.by_hash.iter().flat_map(|(_, bucket)| {
-            let (one, many) = match bucket {
-                Bucket::One(p, node) => (Some((p, node)), None),
-                Bucket::Many(nodes) => (None, Some(nodes.iter())),
-            };
-            one.into_iter().chain(many.into_iter().flatten())
-        })
+        self.by_hash.iter().flat_map(|(_, bucket)| bucket.entries())
+    }
+
+    /// The paths and nodes whose paths hash to `hash`, in path order.
+    pub(crate) fn bucket(&self, hash: u64) -> impl Iterator<Item = (&SharedPath, &SharedNode)> {
+        self.by_hash.get(hash).into_iter().flat_map(Bucket::entries)
+    }
+
+    /// Records from now on which buckets change (see [`ChangeRecord`]).
+    pub(crate) fn track_changes(&mut self) {
+        self.changes.start();
+    }
+
+    /// The hashes of the buckets changed since the last take, ascending;
+    /// `None` unless changes are tracked.
+    pub(crate) fn take_changes(&self) -> Option<Vec<u64>> {
+        self.changes.take()
     }
 }
 
@@ -209,6 +235,15 @@ impl Counted for Bucket {
 }
 
 impl Bucket {
+    /// Its paths and nodes, in path order.
+    fn entries(&self) -> impl Iterator<Item = (&SharedPath, &SharedNode)> {
+        let (one, many) = match self {
+            Bucket::One(p, node) => (Some((p, node)), None),
+            Bucket::Many(nodes) => (None, Some(nodes.iter())),
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
     /// The node at `path`, which has this bucket's hash; the node is
     /// loaded while the path is compared.
     fn get(&self, path: &str) -> Option<&SharedNode> {
@@ -382,6 +417,15 @@ mod tests {
         nodes.len = 2;
         assert_eq!(nodes.get("/a").unwrap().stat.version, 1);
         assert!(nodes.iter().any(|(p, n)| *p == b && n.stat.version == 2));
+        let bucket: Vec<(&str, i32)> = nodes
+            .bucket(hash)
+            .map(|(p, n)| (&**p, n.stat.version))
+            .collect();
+        assert_eq!(
+            bucket,
+            [("/a", 1), ("/b", 2)],
+            "a delta writes the bucket whole"
+        );
         assert_eq!(nodes.remove("/a").unwrap().stat.version, 1);
         assert!(matches!(nodes.by_hash.get(hash), Some(Bucket::One(p, _)) if *p == b));
         assert_eq!(nodes.len(), 1);

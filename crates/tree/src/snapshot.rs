@@ -41,6 +41,8 @@ const MAGIC: &[u8; 8] = b"PDKTREE\0";
 /// Format 3 writes nodes in hash order, so a parent may follow its
 /// children; format 2 added null data (length -1). Every format is read.
 const FORMAT: i32 = 3;
+/// The first format whose nodes are in hash order.
+const HASH_ORDER_FORMAT: i32 = 3;
 const FORMATS_READ: std::ops::RangeInclusive<i32> = 1..=FORMAT;
 /// Flush the write buffer to the output at about this size.
 const WRITE_CHUNK_BYTES: usize = 64 * 1024;
@@ -50,7 +52,7 @@ const WRITE_CHUNK_BYTES: usize = 64 * 1024;
 const UNBUFFERED_DATA_BYTES: usize = 4096;
 
 /// Nodes decoded per batch handed to the thread that indexes them.
-const LOAD_BATCH_NODES: u64 = 4096;
+const LOAD_BATCH_NODES: usize = 4096;
 
 /// Batches decoded ahead of the indexing, at most.
 const LOAD_BATCHES_AHEAD: usize = 4;
@@ -88,18 +90,69 @@ pub enum SnapshotError {
     Checksum { stored: u32, computed: u32 },
 }
 
-fn corrupt(msg: impl Into<String>) -> SnapshotError {
+pub(crate) fn corrupt(msg: impl Into<String>) -> SnapshotError {
     SnapshotError::Corrupt(msg.into())
 }
 
 /// Buffers writes and checksums what it flushes.
-struct SnapWriter<'a> {
+pub(crate) struct SnapWriter<'a> {
     out: &'a mut dyn Write,
-    buf: BytesMut,
+    pub(crate) buf: BytesMut,
     crc: u32,
 }
 
-impl SnapWriter<'_> {
+impl<'a> SnapWriter<'a> {
+    pub(crate) fn new(out: &'a mut dyn Write) -> Self {
+        SnapWriter {
+            out,
+            buf: BytesMut::with_capacity(WRITE_CHUNK_BYTES * 2),
+            crc: 0,
+        }
+    }
+
+    /// The tree's tables that are written whole: its approximate data
+    /// size, sessions and quota paths.
+    pub(crate) fn tables(&mut self, tree: &DataTree) {
+        self.buf.put_i64(tree.data_bytes_approx);
+        self.buf.put_i32(jute::jute_len(tree.sessions.len()));
+        for (id, s) in tree.sessions.iter() {
+            self.buf.put_i64(*id);
+            self.buf.put_i32(s.timeout_ms);
+            self.bytes(&s.password);
+        }
+        self.buf.put_i32(jute::jute_len(tree.quota_paths.len()));
+        for p in tree.quota_paths.iter() {
+            self.bytes(p.as_bytes());
+        }
+    }
+
+    /// The node at path `p`, flushing once enough is gathered.
+    pub(crate) fn node(&mut self, p: &str, node: &Node) -> io::Result<()> {
+        self.bytes(p.as_bytes());
+        self.data(node.data())?;
+        self.buf.put_i32(jute::jute_len(node.acl.len()));
+        for acl in node.acl.iter() {
+            self.buf.put_i32(acl.perms);
+            self.bytes(acl.id.scheme.as_bytes());
+            self.bytes(acl.id.id.as_bytes());
+        }
+        let s = &node.stat;
+        for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
+            self.buf.put_i64(v);
+        }
+        for v in [s.version, s.cversion, s.aversion] {
+            self.buf.put_i32(v);
+        }
+        self.buf.put_i64(s.ephemeral_owner);
+        self.maybe_flush()
+    }
+
+    /// Writes what is gathered and then the checksum of everything.
+    pub(crate) fn finish(mut self) -> io::Result<()> {
+        self.flush()?;
+        self.out.write_all(&self.crc.to_be_bytes())
+    }
+
     fn maybe_flush(&mut self) -> io::Result<()> {
         if self.buf.len() >= WRITE_CHUNK_BYTES {
             self.flush()?;
@@ -147,24 +200,10 @@ impl DataTree {
     /// Writes this version of the tree. Buffers internally, so `out` need
     /// not be buffered; flushing or syncing `out` is the caller's job.
     pub fn write_snapshot(&self, out: &mut dyn Write) -> io::Result<()> {
-        let mut w = SnapWriter {
-            out,
-            buf: BytesMut::with_capacity(WRITE_CHUNK_BYTES * 2),
-            crc: 0,
-        };
+        let mut w = SnapWriter::new(out);
         w.buf.put_slice(MAGIC);
         w.buf.put_i32(FORMAT);
-        w.buf.put_i64(self.data_bytes_approx);
-        w.buf.put_i32(jute::jute_len(self.sessions.len()));
-        for (id, s) in self.sessions.iter() {
-            w.buf.put_i64(*id);
-            w.buf.put_i32(s.timeout_ms);
-            w.bytes(&s.password);
-        }
-        w.buf.put_i32(jute::jute_len(self.quota_paths.len()));
-        for p in self.quota_paths.iter() {
-            w.bytes(p.as_bytes());
-        }
+        w.tables(self);
         w.buf.put_i64(self.nodes.len() as i64);
         let mut far = self.nodes.iter().inspect(|(p, node)| {
             p.prefetch();
@@ -183,26 +222,9 @@ impl DataTree {
         }
         for (p, node) in self.nodes.iter() {
             prefetch_next();
-            w.bytes(p.as_bytes());
-            w.data(node.data())?;
-            w.buf.put_i32(jute::jute_len(node.acl.len()));
-            for acl in node.acl.iter() {
-                w.buf.put_i32(acl.perms);
-                w.bytes(acl.id.scheme.as_bytes());
-                w.bytes(acl.id.id.as_bytes());
-            }
-            let s = &node.stat;
-            for v in [s.czxid, s.mzxid, s.pzxid, s.ctime, s.mtime] {
-                w.buf.put_i64(v);
-            }
-            for v in [s.version, s.cversion, s.aversion] {
-                w.buf.put_i32(v);
-            }
-            w.buf.put_i64(s.ephemeral_owner);
-            w.maybe_flush()?;
+            w.node(p, node)?;
         }
-        w.flush()?;
-        w.out.write_all(&w.crc.to_be_bytes())
+        w.finish()
     }
 
     /// Reads a snapshot written by [`DataTree::write_snapshot`], which
@@ -210,35 +232,17 @@ impl DataTree {
     /// it need not be buffered, and whatever follows the snapshot may be
     /// read too.
     pub fn read_snapshot(input: &mut (dyn Read + Send)) -> Result<DataTree, SnapshotError> {
-        let mut r = SnapReader::new(input);
-        let magic: [u8; 8] = r.array()?;
-        if &magic != MAGIC {
-            return Err(SnapshotError::BadMagic);
-        }
-        let format = r.i32()?;
-        if !FORMATS_READ.contains(&format) {
-            return Err(SnapshotError::UnsupportedFormat(format));
-        }
-        let data_bytes_approx = r.i64()?;
+        let (_, tables, nodes) = SnapshotNodes::open(input)?;
+        DataTree::load(tables, nodes)
+    }
 
-        let mut sessions = OrdMap::new();
-        for _ in 0..r.count()? {
-            let id = r.i64()?;
-            let timeout_ms = r.i32()?;
-            let password = Bytes::from(r.bytes()?);
-            sessions.insert(
-                id,
-                SessionInfo {
-                    timeout_ms,
-                    password,
-                },
-            );
-        }
-        let mut quota_paths = OrdSet::new();
-        for _ in 0..r.count()? {
-            quota_paths.insert(r.string()?);
-        }
-
+    /// A tree of `tables` and of the nodes `source` gives.
+    pub(crate) fn load(tables: Tables, source: impl NodeSource) -> Result<DataTree, SnapshotError> {
+        let Tables {
+            data_bytes_approx,
+            sessions,
+            quota_paths,
+        } = tables;
         let mut tree = DataTree {
             nodes: Nodes::default(),
             sessions,
@@ -248,42 +252,41 @@ impl DataTree {
             quota_paths,
             data_bytes_approx,
         };
-        let node_count = r.i64()?;
-        if node_count < 1 {
-            return Err(corrupt(format!("node count {node_count}")));
-        }
-        tree.load_nodes(r, node_count as u64)?;
+        tree.load_nodes(source)?;
         Ok(tree)
     }
 
-    /// Reads `count` nodes and the checksum after them, decoding on a
-    /// thread of its own while this one indexes what was decoded: the two
-    /// halves of loading cost about the same, and a restart at 10M znodes
-    /// waits for both. Each node is allocated where it will stay, its path
-    /// and data by the decoding thread and the node itself by the indexing
-    /// one: a first touch of memory costs a page fault, most of the
-    /// decoding's time, and with all three allocated there the decoding
-    /// thread was the one a restart waited for (among 7.8M znodes it spent
-    /// 2.2 s of CPU to the indexing thread's 1.1; 1.7 and 1.5 this way).
-    fn load_nodes(&mut self, mut r: SnapReader, count: u64) -> Result<(), SnapshotError> {
+    /// Reads the nodes `source` gives, decoding on a thread of its own
+    /// while this one indexes what was decoded: the two halves of loading
+    /// cost about the same, and a restart at 10M znodes waits for both.
+    /// Each node is allocated where it will stay, its path and data by the
+    /// decoding thread and the node itself by the indexing one: a first
+    /// touch of memory costs a page fault, most of the decoding's time, and
+    /// with all three allocated there the decoding thread was the one a
+    /// restart waited for (among 7.8M znodes it spent 2.2 s of CPU to the
+    /// indexing thread's 1.1; 1.7 and 1.5 this way).
+    fn load_nodes(&mut self, mut source: impl NodeSource) -> Result<(), SnapshotError> {
         std::thread::scope(|scope| {
             let (batches, decoded) =
                 mpsc::sync_channel::<Vec<(SharedPath, Node)>>(LOAD_BATCHES_AHEAD);
-            let decoder = scope.spawn(move || {
+            let decoder = scope.spawn(move || -> Result<(), SnapshotError> {
                 let mut acls = AclsSeen::new();
-                let mut left = count;
-                while left > 0 {
-                    let n = left.min(LOAD_BATCH_NODES);
-                    let mut batch = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        batch.push(read_node(&mut r, &mut acls)?);
+                loop {
+                    let mut batch = Vec::with_capacity(LOAD_BATCH_NODES);
+                    while batch.len() < LOAD_BATCH_NODES {
+                        match source.next_node(&mut acls)? {
+                            Some(node) => batch.push(node),
+                            None => break,
+                        }
                     }
+                    let last = batch.len() < LOAD_BATCH_NODES;
                     if batches.send(batch).is_err() {
                         return Ok(()); // the indexing half failed, and says why
                     }
-                    left -= n;
+                    if last {
+                        return Ok(());
+                    }
                 }
-                r.check_crc()
             });
             let mut loading = Loading::new();
             for batch in decoded {
@@ -474,7 +477,113 @@ impl Loading {
     }
 }
 
-fn read_node(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(SharedPath, Node), SnapshotError> {
+/// What a snapshot holds whole, ahead of its nodes.
+pub(crate) struct Tables {
+    data_bytes_approx: i64,
+    sessions: OrdMap<i64, SessionInfo>,
+    quota_paths: OrdSet<String>,
+}
+
+impl Tables {
+    /// Reads what [`SnapWriter::tables`] wrote.
+    pub(crate) fn read(r: &mut SnapReader) -> Result<Self, SnapshotError> {
+        let data_bytes_approx = r.i64()?;
+        let mut sessions = OrdMap::new();
+        for _ in 0..r.count()? {
+            let id = r.i64()?;
+            let timeout_ms = r.i32()?;
+            let password = Bytes::from(r.bytes()?);
+            sessions.insert(
+                id,
+                SessionInfo {
+                    timeout_ms,
+                    password,
+                },
+            );
+        }
+        let mut quota_paths = OrdSet::new();
+        for _ in 0..r.count()? {
+            quota_paths.insert(r.string()?);
+        }
+        Ok(Tables {
+            data_bytes_approx,
+            sessions,
+            quota_paths,
+        })
+    }
+}
+
+/// Where a load's nodes come from, decoded one at a time.
+pub(crate) trait NodeSource: Send {
+    /// The next node; `None` once every node was given and every checksum
+    /// over them matched. Not called again after an error or `None`.
+    fn next_node(
+        &mut self,
+        acls: &mut AclsSeen,
+    ) -> Result<Option<(SharedPath, Node)>, SnapshotError>;
+}
+
+/// A snapshot's nodes, in the order it lists them.
+pub(crate) struct SnapshotNodes<'a> {
+    r: SnapReader<'a>,
+    left: u64,
+}
+
+impl<'a> SnapshotNodes<'a> {
+    /// Reads a snapshot's header and tables: its format, what it holds
+    /// whole, and its nodes, still to be read.
+    pub(crate) fn open(
+        input: &'a mut (dyn Read + Send),
+    ) -> Result<(i32, Tables, Self), SnapshotError> {
+        let mut r = SnapReader::new(input);
+        let magic: [u8; 8] = r.array()?;
+        if &magic != MAGIC {
+            return Err(SnapshotError::BadMagic);
+        }
+        let format = r.i32()?;
+        if !FORMATS_READ.contains(&format) {
+            return Err(SnapshotError::UnsupportedFormat(format));
+        }
+        let tables = Tables::read(&mut r)?;
+        let count = r.i64()?;
+        if count < 1 {
+            return Err(corrupt(format!("node count {count}")));
+        }
+        Ok((
+            format,
+            tables,
+            SnapshotNodes {
+                r,
+                left: count as u64,
+            },
+        ))
+    }
+
+    /// Whether a snapshot of `format` lists its nodes by path hash, as a
+    /// delta's buckets are merged with them (`delta`).
+    pub(crate) fn in_hash_order(format: i32) -> bool {
+        format >= HASH_ORDER_FORMAT
+    }
+}
+
+impl NodeSource for SnapshotNodes<'_> {
+    fn next_node(
+        &mut self,
+        acls: &mut AclsSeen,
+    ) -> Result<Option<(SharedPath, Node)>, SnapshotError> {
+        if self.left == 0 {
+            self.r.check_crc()?;
+            return Ok(None);
+        }
+        self.left -= 1;
+        read_node(&mut self.r, acls).map(Some)
+    }
+}
+
+pub(crate) fn read_node(
+    r: &mut SnapReader,
+    acls: &mut AclsSeen,
+) -> Result<(SharedPath, Node), SnapshotError> {
     let p = SharedPath::from(r.str()?);
     let data = r.opt_bytes()?.map(Vec::into_boxed_slice);
     let acl = read_acl(r, acls)?;
@@ -497,7 +606,7 @@ fn read_node(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(SharedPath, Nod
 /// shares them, and a list met before is recognised by its bytes without
 /// being decoded (decoding each node's list into owned strings, only to
 /// find it in a map, was a quarter of the decoding thread's time).
-type AclsSeen = HashMap<Vec<u8>, AclList>;
+pub(crate) type AclsSeen = HashMap<Vec<u8>, AclList>;
 
 fn read_acl(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<AclList, SnapshotError> {
     let len = r.acl_len()?;
@@ -526,10 +635,12 @@ fn read_acl(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<AclList, Snapshot
 /// chunk once it is decoded. A node is a dozen fields of a few bytes
 /// each: read one at a time through `Read`, and checksummed one at a
 /// time, the calls alone cost more than decoding them.
-struct SnapReader<'a> {
+pub(crate) struct SnapReader<'a> {
     input: &'a mut (dyn Read + Send),
     /// `buf[..end]` was read from `input`, and is decoded up to `at`.
     buf: Vec<u8>,
+    /// Bytes read at a time; the buffer grows by as many when full.
+    chunk_bytes: usize,
     at: usize,
     end: usize,
     /// The checksum of every byte decoded before `buf`.
@@ -543,10 +654,16 @@ struct SnapReader<'a> {
 const READ_CHUNK_BYTES: usize = 2 << 20;
 
 impl<'a> SnapReader<'a> {
-    fn new(input: &'a mut (dyn Read + Send)) -> Self {
+    pub(crate) fn new(input: &'a mut (dyn Read + Send)) -> Self {
+        Self::with_chunk(input, READ_CHUNK_BYTES)
+    }
+
+    /// A reader of `input` that reads `chunk_bytes` at a time.
+    pub(crate) fn with_chunk(input: &'a mut (dyn Read + Send), chunk_bytes: usize) -> Self {
         SnapReader {
             input,
-            buf: vec![0; READ_CHUNK_BYTES],
+            buf: vec![0; chunk_bytes],
+            chunk_bytes,
             at: 0,
             end: 0,
             crc: 0,
@@ -555,7 +672,7 @@ impl<'a> SnapReader<'a> {
 
     /// Reads the checksum that ends the snapshot and compares it with
     /// that of every byte read before it.
-    fn check_crc(&mut self) -> Result<(), SnapshotError> {
+    pub(crate) fn check_crc(&mut self) -> Result<(), SnapshotError> {
         self.checksum_decoded();
         let computed = self.crc;
         let stored = u32::from_be_bytes(self.array()?);
@@ -617,7 +734,7 @@ impl<'a> SnapReader<'a> {
         self.checksum_decoded();
         while self.end < len {
             if self.end == self.buf.len() {
-                self.buf.resize(self.end + READ_CHUNK_BYTES, 0);
+                self.buf.resize(self.end + self.chunk_bytes, 0);
             }
             match read_some(self.input, &mut self.buf[self.end..])? {
                 0 => return Err(SnapshotError::Io(io::ErrorKind::UnexpectedEof.into())),
@@ -627,19 +744,19 @@ impl<'a> SnapReader<'a> {
         Ok(())
     }
 
-    fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], SnapshotError> {
         Ok(self.take(N)?.try_into().expect("took N bytes"))
     }
 
-    fn i32(&mut self) -> Result<i32, SnapshotError> {
+    pub(crate) fn i32(&mut self) -> Result<i32, SnapshotError> {
         Ok(i32::from_be_bytes(self.array()?))
     }
 
-    fn i64(&mut self) -> Result<i64, SnapshotError> {
+    pub(crate) fn i64(&mut self) -> Result<i64, SnapshotError> {
         Ok(i64::from_be_bytes(self.array()?))
     }
 
-    fn count(&mut self) -> Result<i32, SnapshotError> {
+    pub(crate) fn count(&mut self) -> Result<i32, SnapshotError> {
         let n = self.i32()?;
         if n < 0 {
             return Err(corrupt(format!("negative count {n}")));

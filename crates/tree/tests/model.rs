@@ -69,6 +69,41 @@ proptest! {
     }
 }
 
+/// Where a run takes snapshots: after the step at each index (modulo the
+/// run's length), a delta, or a new base when the flag is set.
+fn arb_cuts() -> impl Strategy<Value = Vec<(u8, bool)>> {
+    proptest::collection::vec((any::<u8>(), proptest::bool::weighted(0.2)), 0..8)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Whatever the history, the last base and the deltas after it load
+    /// as the tree: no change is left out of a delta, and none undone.
+    #[test]
+    fn a_base_and_its_deltas_load_as_the_tree(
+        steps in proptest::collection::vec(arb_step(), 1..60),
+        cuts in arb_cuts(),
+    ) {
+        let mut checker = Checker::new();
+        let mut base = checker.take_base();
+        let mut deltas = Vec::new();
+        for (at, step) in steps.iter().enumerate() {
+            checker.step(step).map_err(TestCaseError::fail)?;
+            for (_, new_base) in cuts.iter().filter(|(cut, _)| usize::from(*cut) % steps.len() == at) {
+                if *new_base {
+                    base = checker.take_base();
+                    deltas.clear();
+                } else {
+                    deltas.push(checker.take_delta());
+                }
+            }
+        }
+        deltas.push(checker.take_delta());
+        checker.check_loads_from(&base, &deltas).map_err(TestCaseError::fail)?;
+    }
+}
+
 /// Runs fixed commands through the checker, panicking on a disagreement.
 fn replay(commands: Vec<Command>) {
     let mut checker = Checker::new();

@@ -1,0 +1,171 @@
+//! Delta snapshot files: what changed since the snapshot before, kept
+//! beside the snapshots for this server's own restart. Raft never sees
+//! them: the log is compacted only to a whole snapshot, so a follower is
+//! sent a whole one and the log after it, and a restart whose deltas turn
+//! out damaged falls back to the snapshot and replays the log.
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use storage::{SnapshotPieces, SnapshotStore};
+
+use crate::Error;
+
+/// Where a delta sits: the log index and term it holds everything up to,
+/// the whole snapshot it builds on, and the snapshot or delta before it,
+/// whose changes it does not repeat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeltaMeta {
+    pub index: u64,
+    pub term: u64,
+    pub base: u64,
+    pub previous: u64,
+}
+
+const META_BYTES: usize = 32;
+
+impl DeltaMeta {
+    fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        for field in [self.index, self.term, self.base, self.previous] {
+            out.write_all(&field.to_be_bytes())?;
+        }
+        Ok(())
+    }
+
+    fn read_from(input: &mut dyn Read) -> Result<Self, Error> {
+        let mut bytes = [0u8; META_BYTES];
+        input
+            .read_exact(&mut bytes)
+            .map_err(|e| Error::BadSnapshotHeader(format!("a delta's header: {e}")))?;
+        let field = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        Ok(DeltaMeta {
+            index: field(0),
+            term: field(8),
+            base: field(16),
+            previous: field(24),
+        })
+    }
+}
+
+/// Where a server keeps its deltas under its `dataDir`.
+pub fn delta_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("version-paddock").join("deltas")
+}
+
+/// The delta directory.
+pub struct Deltas {
+    store: SnapshotStore,
+}
+
+impl Deltas {
+    pub fn open(dir: &Path) -> Result<Self, Error> {
+        Ok(Deltas {
+            store: SnapshotStore::open(dir)?,
+        })
+    }
+
+    /// Writes a delta: `meta`, then whatever `body` writes. Durable when
+    /// this returns.
+    pub fn save(
+        &self,
+        meta: &DeltaMeta,
+        body: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), Error> {
+        self.store.save(meta.index, usize::MAX, |out| {
+            meta.write_to(out)?;
+            body(out)
+        })?;
+        Ok(())
+    }
+
+    /// The deltas that build on the snapshot at `base`, oldest first, each
+    /// the delta of the one before: their headers, and readers of the rest
+    /// checked as they are read (see [`crate::Snapshots::checked_as_read`]).
+    /// The chain ends at the first delta that does not follow on, or whose
+    /// header cannot be read.
+    pub fn chain(&self, base: u64) -> Result<Vec<(DeltaMeta, SnapshotPieces)>, Error> {
+        let mut indices = self.store.newest_first()?;
+        indices.retain(|&index| index > base);
+        indices.reverse();
+        let mut chain = Vec::new();
+        let mut previous = base;
+        for index in indices {
+            let Ok(mut pieces) = self.store.pieces(index) else {
+                break;
+            };
+            match DeltaMeta::read_from(&mut pieces) {
+                Ok(meta) if meta.base == base && meta.previous == previous => {
+                    previous = meta.index;
+                    chain.push((meta, pieces));
+                }
+                _ => break,
+            }
+        }
+        Ok(chain)
+    }
+
+    /// Removes every delta but those after the snapshot at `base` up to
+    /// `last`: the chain a server goes on from. Those before are held by
+    /// the snapshot, and those after were not loaded (one was damaged, or
+    /// did not follow on), so that no later delta is taken to follow them.
+    pub fn keep_only_chain(&self, base: u64, last: u64) {
+        self.store.remove_if(|index| index <= base || index > last);
+    }
+
+    /// The file the delta at `index` is kept in, for messages.
+    pub fn path_of(&self, index: u64) -> PathBuf {
+        self.store.path_of(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn save(deltas: &Deltas, index: u64, base: u64, previous: u64) {
+        let meta = DeltaMeta {
+            index,
+            term: 1,
+            base,
+            previous,
+        };
+        deltas
+            .save(&meta, |out| out.write_all(&index.to_be_bytes()))
+            .unwrap();
+    }
+
+    fn chain_of(deltas: &Deltas, base: u64) -> Vec<(u64, u64)> {
+        deltas
+            .chain(base)
+            .unwrap()
+            .into_iter()
+            .map(|(meta, mut rest)| {
+                let mut body = Vec::new();
+                rest.read_to_end(&mut body).unwrap();
+                assert_eq!(body, meta.index.to_be_bytes());
+                (meta.index, meta.previous)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_chain_follows_its_base_and_stops_where_a_delta_does_not_follow_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let deltas = Deltas::open(dir.path()).unwrap();
+        save(&deltas, 5, 1, 1);
+        save(&deltas, 20, 10, 10);
+        save(&deltas, 30, 10, 20);
+        save(&deltas, 50, 10, 40);
+        save(&deltas, 60, 10, 50);
+        assert_eq!(chain_of(&deltas, 10), [(20, 10), (30, 20)]);
+        assert_eq!(chain_of(&deltas, 1), [(5, 1)]);
+        assert!(chain_of(&deltas, 60).is_empty());
+
+        deltas.keep_only_chain(10, 30);
+        assert_eq!(chain_of(&deltas, 10), [(20, 10), (30, 20)]);
+        assert!(chain_of(&deltas, 1).is_empty());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        deltas.keep_only_chain(30, 30);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
