@@ -342,18 +342,8 @@ impl NodeSource for MergedNodes<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
-    use crate::node::{SharedNode, StatPersisted};
-
-    fn node(version: i32) -> SharedNode {
-        let stat = StatPersisted {
-            version,
-            ..Default::default()
-        };
-        SharedNode::new(Node::new(Some(Box::default()), Arc::from(vec![]), stat))
-    }
+    use crate::node::{node_of_version as node, SharedNode};
 
     fn snapshot(tree: &DataTree) -> Vec<u8> {
         let mut out = Vec::new();

@@ -114,6 +114,17 @@ pub struct Node {
     pub children: Children,
 }
 
+/// A node of no data, no ACL entries and a stat of zeros but `version`,
+/// for tests of the maps that hold nodes.
+#[cfg(test)]
+pub(crate) fn node_of_version(version: i32) -> SharedNode {
+    let stat = StatPersisted {
+        version,
+        ..Default::default()
+    };
+    SharedNode::new(Node::new(None, std::sync::Arc::from(vec![]), stat))
+}
+
 /// A znode as the tree holds it: shared between versions of the tree, and
 /// copied on the first change after a version is cloned. One count, where
 /// a `std::sync::Arc` keeps a second for weak references nothing takes.

@@ -386,17 +386,8 @@ pub(crate) fn path_hash(path: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
-    use crate::node::{Node, StatPersisted};
-
-    fn node(version: i32) -> SharedNode {
-        let stat = StatPersisted {
-            version,
-            ..Default::default()
-        };
-        SharedNode::new(Node::new(None, Arc::from(vec![]), stat))
-    }
+    use crate::node::node_of_version as node;
 
     /// Two paths forced into one bucket behave as two keys.
     #[test]
