@@ -97,18 +97,48 @@ def state_of(zk, parent):
 
 
 def write_a_tree_in_deltas(zk):
-    """Enough writes over a tree larger than twice snapCount (50) for
-    deltas between its whole snapshots, with data set again and again, so
-    that a txn applied twice shows in a version."""
+    """A tree larger than twice snapCount (50), so that deltas come between
+    its whole snapshots, with data set again and again, so that a txn
+    applied twice shows in a version."""
     zk.create("/d", b"")
     for i in range(400):
         zk.create(f"/d/n{i:04}", str(i).encode())
-    for round in range(4):
-        for i in range(0, 400, 7):
-            zk.set(f"/d/n{i:04}", f"set {round}".encode())
     for i in range(0, 400, 11):
         zk.delete(f"/d/n{i:04}")
-    return state_of(zk, "/d")
+
+
+def index_of(path):
+    """The log index in a snapshot's or a delta's file name."""
+    return int(path.name.split("-")[1].split(".")[0], 16)
+
+
+def deltas_after_newest_snapshot(server):
+    newest = max((index_of(p) for p in snapshots(server)), default=0)
+    return [p for p in deltas(server) if index_of(p) > newest]
+
+
+def stopped_with_deltas(server, kazoo_factory, kill):
+    """Writes a tree in deltas, then sets some of its data round after
+    round until the server, stopped (or killed) after a round, leaves a
+    delta after its newest whole snapshot: a whole snapshot written last
+    removes the deltas before it. Returns the state the server held."""
+    zk = kazoo_factory(server)
+    write_a_tree_in_deltas(zk)
+    kept = [i for i in range(1, 400, 13) if i % 11]
+    for round in range(30):
+        for i in kept:
+            zk.set(f"/d/n{i:04}", f"round {round}".encode())
+        expected = state_of(zk, "/d")
+        zk.stop()
+        if kill:
+            server.kill()
+        else:
+            server.stop()
+        if deltas_after_newest_snapshot(server):
+            return expected
+        server.start()
+        zk = kazoo_factory(server)
+    pytest.fail("no delta after the newest whole snapshot in 30 rounds")
 
 
 def loaded_deltas(log):
@@ -124,12 +154,9 @@ def test_a_restart_loads_the_snapshot_and_the_deltas_after_it(server_factory, ka
     the deltas after it and the log after those, each txn applied once:
     no version or zxid moved by a txn replayed over a delta holding it."""
     s = server_factory(SNAPSHOT_EVERY)
-    zk = kazoo_factory(s)
-    expected = write_a_tree_in_deltas(zk)
-    zk.stop()
-    assert deltas(s), "a tree of 400 znodes with snapCount=50 should have deltas"
+    expected = stopped_with_deltas(s, kazoo_factory, kill=True)
 
-    s.restart(kill=True)
+    s.start()
     assert loaded_deltas(s.stderr_tail(400)) > 0
     zk = kazoo_factory(s)
     assert state_of(zk, "/d") == expected
@@ -140,15 +167,11 @@ def test_a_damaged_delta_gives_way_to_the_snapshot_and_the_log(server_factory, k
     """A delta found damaged while the restart reads it: the server says so,
     and starts from the whole snapshot and the log after it instead."""
     s = server_factory(SNAPSHOT_EVERY)
-    zk = kazoo_factory(s)
-    expected = write_a_tree_in_deltas(zk)
-    zk.stop()
-    s.stop()
-    found = deltas(s)
-    assert found, "a tree of 400 znodes with snapCount=50 should have deltas"
-    newest = bytearray(found[-1].read_bytes())
-    newest[len(newest) // 2] ^= 0x01
-    found[-1].write_bytes(bytes(newest))
+    expected = stopped_with_deltas(s, kazoo_factory, kill=False)
+    newest = deltas_after_newest_snapshot(s)[-1]
+    damaged = bytearray(newest.read_bytes())
+    damaged[len(damaged) // 2] ^= 0x01
+    newest.write_bytes(bytes(damaged))
 
     s.start()
     log = s.stderr_tail(400)
