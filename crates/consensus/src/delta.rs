@@ -111,11 +111,6 @@ impl Deltas {
     pub fn keep_only_chain(&self, base: u64, last: u64) {
         self.store.remove_if(|index| index <= base || index > last);
     }
-
-    /// The file the delta at `index` is kept in, for messages.
-    pub fn path_of(&self, index: u64) -> PathBuf {
-        self.store.path_of(index)
-    }
 }
 
 #[cfg(test)]

@@ -237,7 +237,7 @@ pub async fn run(
     });
     let (base, last) = chain.map_or((0, 0), |tip| (tip.base, tip.last));
     deltas.keep_only_chain(base, last);
-    let files = SnapshotFiles {
+    let files = StartingSnapshots {
         snapshots: snapshots.clone(),
         deltas,
         chain,
@@ -389,7 +389,7 @@ fn start_replication(
 
 /// The snapshot files a server starts from: the whole snapshots, the
 /// deltas, and the chain of them its tree was loaded from.
-struct SnapshotFiles {
+struct StartingSnapshots {
     snapshots: Arc<Snapshots>,
     deltas: Arc<Deltas>,
     chain: Option<ChainTip>,
@@ -397,7 +397,7 @@ struct SnapshotFiles {
 
 /// The apply loop of `shared`'s tree, its snapshots counted from the
 /// tree's size now, and entries the tree was loaded with passed over.
-fn apply_loop(shared: &Arc<Shared>, files: SnapshotFiles, membership: Membership) -> ApplyLoop {
+fn apply_loop(shared: &Arc<Shared>, files: StartingSnapshots, membership: Membership) -> ApplyLoop {
     let snapshot_schedule = SnapshotSchedule::new(
         shared.config.snap_count,
         shared.config.snap_size_limit_kb,

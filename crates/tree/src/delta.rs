@@ -55,11 +55,6 @@ const PREFETCH_BUCKETS: usize = 32;
 pub struct Changes(Vec<u64>);
 
 impl Changes {
-    /// Whether nothing changed.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-
     /// The hashes, ascending, each once: sorted by whoever writes the
     /// delta, not by the apply loop that takes them.
     fn buckets(&self) -> Vec<u64> {
@@ -491,7 +486,7 @@ mod tests {
         assert_eq!(tree.take_changes(), None);
         tree.nodes.insert(SharedPath::from("/a"), node(0));
         tree.track_changes();
-        assert!(tree.take_changes().unwrap().is_empty());
+        assert!(tree.take_changes().unwrap().0.is_empty());
         tree.nodes.insert(SharedPath::from("/b"), node(0));
         assert_eq!(tree.take_changes().unwrap().0, [path_hash("/b")]);
     }
