@@ -141,12 +141,22 @@ def stopped_with_deltas(server, kazoo_factory, kill):
     pytest.fail("no delta after the newest whole snapshot in 30 rounds")
 
 
-def loaded_deltas(log):
-    """How many deltas the last start loaded after its snapshot."""
+def last_load(log):
+    """The line of the last start's snapshot load."""
     log = re.sub(r"\x1b\[[0-9;]*m", "", log)
     lines = [line for line in log.splitlines() if "loaded snapshot" in line]
     assert lines, log
-    return int(lines[-1].split("deltas=")[1].split()[0])
+    return lines[-1]
+
+
+def loaded_deltas(log):
+    """How many deltas the last start loaded after its snapshot."""
+    return int(last_load(log).split("deltas=")[1].split()[0])
+
+
+def loaded_snapshot(log):
+    """The log index of the snapshot the last start loaded."""
+    return int(last_load(log).split("zxid=")[1].split()[0])
 
 
 def test_a_restart_loads_the_snapshot_and_the_deltas_after_it(server_factory, kazoo_factory):
@@ -158,6 +168,56 @@ def test_a_restart_loads_the_snapshot_and_the_deltas_after_it(server_factory, ka
 
     s.start()
     assert loaded_deltas(s.stderr_tail(400)) > 0
+    zk = kazoo_factory(s)
+    assert state_of(zk, "/d") == expected
+    zk.stop()
+
+
+def folded_snapshots(log):
+    """The whole snapshots the server folded from a snapshot and its deltas
+    rather than wrote from its tree: how many deltas each folded, by its
+    log index."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    folded = {}
+    deltas_since_whole = 0
+    for index, kind in re.findall(r'zxid=(\d+) kind="(\w+)"', log):
+        if kind == "delta":
+            deltas_since_whole += 1
+            continue
+        if kind == "folded":
+            folded[int(index)] = deltas_since_whole
+        deltas_since_whole = 0
+    return folded
+
+
+def test_a_snapshot_folded_from_deltas_holds_the_tree(server_factory, kazoo_factory):
+    """A whole snapshot taken while deltas follow on one is folded from the
+    files, the base and its deltas, not written from the tree: with every
+    delta gone, a killed server comes back from a snapshot folded from
+    several and the log after it with every version and zxid as they
+    were."""
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    write_a_tree_in_deltas(zk)
+    kept = [i for i in range(1, 400, 13) if i % 11]
+    for round in range(30):
+        for i in kept:
+            zk.set(f"/d/n{i:04}", f"round {round}".encode())
+        newest = max(index_of(p) for p in snapshots(s))
+        if folded_snapshots(s.stderr_tail(10_000)).get(newest, 0) >= 3:
+            break
+    else:
+        pytest.fail("the newest snapshot was not folded from 3 deltas or more in 30 rounds")
+    expected = state_of(zk, "/d")
+    zk.stop()
+    s.kill()
+    for delta in deltas(s):
+        delta.unlink()
+
+    s.start()
+    log = s.stderr_tail(10_000)
+    assert loaded_deltas(log) == 0
+    assert loaded_snapshot(log) in folded_snapshots(log)
     zk = kazoo_factory(s)
     assert state_of(zk, "/d") == expected
     zk.stop()

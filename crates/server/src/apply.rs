@@ -23,10 +23,11 @@
 //! When a snapshot is due (`snapshot_schedule`: by txns or by log size)
 //! the loop hands an O(1) clone of the tree to a thread that writes it at
 //! the lowest CPU priority while applying continues (`snapshot_job`):
-//! the whole tree, or a delta of the buckets changed since the last
-//! snapshot (`tree::delta`), which follows on the chain `delta_chain`
-//! keeps. A server restarted from deltas passes over the entries they
-//! hold already.
+//! a delta of the buckets changed since the last snapshot (`tree::delta`),
+//! which follows on the chain `delta_chain` keeps, or the whole tree,
+//! folded from that chain's files when there is one (`snapshot_write`). A
+//! server restarted from deltas passes over the entries they hold
+//! already.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -36,13 +37,14 @@ use consensus::{Applying, CommittedEntry, DeltaMeta, Deltas, Membership, Snapsho
 use tokio::sync::{mpsc, oneshot};
 use tree::{Applied, DataTree, Lookups, Outcome, QuotaBreach, Trigger, Txn, TxnOp};
 
-use crate::delta_chain::{ChainTip, DeltaChain, Followed};
+use crate::delta_chain::{ChainTip, DeltaChain};
 use crate::pipeline;
 use crate::read_ahead;
 use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEvent};
 use crate::snapshot_arrival::Arrivals;
-use crate::snapshot_job::{Running, SnapshotJob};
+use crate::snapshot_job::SnapshotJob;
 use crate::snapshot_schedule::{SnapshotKind, SnapshotSchedule, TreeSize};
+use crate::snapshot_write::{write_snapshot, SnapshotFiles, Writing};
 
 /// A txn that may change or walk more znodes than this is applied outside
 /// the published lock (on an O(1) clone, swapped in), so that readers never
@@ -547,7 +549,9 @@ impl ApplyLoop {
 
     /// Starts writing a snapshot of the tree as applied through `index`:
     /// a delta if `kind` asks for one and one may follow on the chain,
-    /// else the whole tree. False if a snapshot is being written already.
+    /// else the whole tree, folded from the chain and a delta if there is
+    /// a chain (`snapshot_write`). False if a snapshot is being written
+    /// already.
     fn start_snapshot(&mut self, index: u64, term: u64, kind: SnapshotKind) -> bool {
         let Some(running) = self.snapshot_job.start() else {
             return false;
@@ -558,28 +562,20 @@ impl ApplyLoop {
             let changes = published.tree.take_changes();
             (published.tree.clone(), changes)
         };
-        let delta_follows = followed
-            .tip
-            .filter(|tip| kind == SnapshotKind::Delta && tip.takes_a_delta() && tip.last < index);
-        let writing = match (delta_follows, changes) {
-            (Some(tip), Some(changes)) => {
+        let tip_and_changes = followed.tip.filter(|tip| tip.last < index).zip(changes);
+        let writing = match tip_and_changes {
+            Some((tip, changes)) if kind == SnapshotKind::Delta && tip.takes_a_delta() => {
                 self.snapshot_schedule.delta_started();
-                let meta = DeltaMeta {
-                    index,
-                    term,
-                    base: tip.base,
-                    previous: tip.last,
-                };
-                Writing::Delta(meta, changes)
+                Writing::Delta(delta_meta(index, term, tip), changes)
             }
-            _ => {
+            Some((tip, changes)) => {
                 self.snapshot_schedule.restart(TreeSize::of(&tree));
-                let meta = SnapshotMeta {
-                    index,
-                    term,
-                    membership: self.membership.clone(),
-                };
-                Writing::Whole(meta)
+                let meta = self.whole_meta(index, term);
+                Writing::Folded(meta, delta_meta(index, term, tip), changes)
+            }
+            None => {
+                self.snapshot_schedule.restart(TreeSize::of(&tree));
+                Writing::Whole(self.whole_meta(index, term))
             }
         };
         let files = SnapshotFiles {
@@ -590,11 +586,29 @@ impl ApplyLoop {
         let shared = self.shared.clone();
         let spawned = std::thread::Builder::new()
             .name("snapshot".into())
-            .spawn(move || write_snapshot(&shared, &files, writing, followed, &tree, running));
+            .spawn(move || write_snapshot(&shared, &files, writing, followed, tree, running));
         if let Err(error) = spawned {
             tracing::error!("cannot start a thread to write a snapshot: {error}; the log keeps growing until one starts");
         }
         true
+    }
+
+    fn whole_meta(&self, index: u64, term: u64) -> SnapshotMeta {
+        SnapshotMeta {
+            index,
+            term,
+            membership: self.membership.clone(),
+        }
+    }
+}
+
+/// A delta at `index` following on `tip`.
+fn delta_meta(index: u64, term: u64, tip: ChainTip) -> DeltaMeta {
+    DeltaMeta {
+        index,
+        term,
+        base: tip.base,
+        previous: tip.last,
     }
 }
 
@@ -602,82 +616,4 @@ impl ApplyLoop {
 /// it observes ZooKeeper, whose restart reads no log to replay after them.
 fn tracks_changes(shared: &Shared) -> bool {
     !shared.config.observes_zookeeper()
-}
-
-/// What a snapshot thread writes.
-enum Writing {
-    Whole(SnapshotMeta),
-    Delta(DeltaMeta, tree::Changes),
-}
-
-/// Where a snapshot thread writes, and the chain it tells of the outcome.
-struct SnapshotFiles {
-    snapshots: Arc<Snapshots>,
-    deltas: Arc<Deltas>,
-    chain: Arc<DeltaChain>,
-}
-
-/// Writes `tree` whole or as a delta, as `writing` says, and tells the
-/// chain that `followed` what the next delta follows on. A whole snapshot
-/// then lets the log forget what it holds, and the deltas before it go.
-fn write_snapshot(
-    shared: &Shared,
-    files: &SnapshotFiles,
-    writing: Writing,
-    followed: Followed,
-    tree: &DataTree,
-    running: Running,
-) {
-    running.set_thread_priority();
-    let started = Instant::now();
-    let mut buckets = None;
-    let (index, kind, written) = match &writing {
-        Writing::Whole(meta) => {
-            let retain = shared.config.snapshots_retained();
-            let written = files.snapshots.save(meta, retain, |out| {
-                tree.write_snapshot(&mut running.guard(out))
-            });
-            (meta.index, "whole", written)
-        }
-        Writing::Delta(meta, changes) => {
-            let written = files.deltas.save(meta, |out| {
-                buckets = Some(tree.write_delta(changes, &mut running.guard(out))?);
-                Ok(())
-            });
-            (meta.index, "delta", written)
-        }
-    };
-    let tip = written.is_ok().then(|| match &writing {
-        Writing::Whole(_) => ChainTip::whole(index),
-        Writing::Delta(..) => followed
-            .tip
-            .expect("a delta follows on a chain")
-            .then(index),
-    });
-    files.chain.ended(followed, tip);
-    match written {
-        Ok(()) => {
-            shared.stats.snapshots.record(started.elapsed());
-            tracing::info!(
-                zxid = index,
-                kind,
-                nodes = tree.node_count(),
-                buckets,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                priority = ?running.priority(),
-                "snapshot written"
-            );
-            if let Writing::Whole(meta) = writing {
-                files.deltas.keep_only_chain(index, index);
-                // The log may now forget what the snapshot holds.
-                let _ = shared.consensus.compact(meta);
-            }
-        }
-        Err(_) if running.given_up() => {
-            tracing::info!(zxid = index, kind, "snapshot given up");
-        }
-        Err(error) => tracing::error!(
-            "writing a {kind} snapshot at zxid {index:#x} failed: {error}; the log keeps growing until a whole snapshot succeeds"
-        ),
-    }
 }

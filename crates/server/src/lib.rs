@@ -57,6 +57,7 @@ mod shared;
 mod snapshot_arrival;
 mod snapshot_job;
 mod snapshot_schedule;
+mod snapshot_write;
 mod stats;
 mod throttle;
 mod tls_config;

@@ -750,17 +750,9 @@ fn load_snapshot(
     })
 }
 
-/// Reads `file` past what its tree was read from: nothing may be left,
-/// and reaching its end checks its checksum.
 fn read_to_its_end(file: &mut dyn Read, what: &str) -> Result<(), ServerError> {
-    let mut past_the_tree = [0u8; 1];
-    match file.read(&mut past_the_tree) {
-        Ok(0) => Ok(()),
-        Ok(_) => Err(ServerError::Snapshot(format!(
-            "{what} goes on past its tree"
-        ))),
-        Err(e) => Err(ServerError::Snapshot(e.to_string())),
-    }
+    crate::snapshot_write::read_to_its_end(file, what)
+        .map_err(|e| ServerError::Snapshot(e.to_string()))
 }
 
 /// Starts the peer transport: raft's messages and snapshots go to

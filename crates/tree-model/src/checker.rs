@@ -114,19 +114,33 @@ impl Checker {
     }
 
     /// `base` and the `deltas` after it, the last taken now, load as an
-    /// equal tree.
+    /// equal tree, and fold into a whole snapshot that loads as one too.
     pub fn check_loads_from(&self, base: &[u8], deltas: &[Vec<u8>]) -> Result<(), String> {
-        let mut base = base;
-        let mut inputs: Vec<&[u8]> = deltas.iter().map(Vec::as_slice).collect();
-        let deltas = inputs
-            .iter_mut()
-            .map(|input| input as &mut (dyn std::io::Read + Send))
-            .collect();
-        match DataTree::read_snapshot_and_deltas(&mut base, deltas) {
-            Ok(loaded) if loaded == self.tree => Ok(()),
-            Ok(_) => Err(self.report("a base and its deltas load as a different tree")),
-            Err(e) => Err(self.report(&format!("reading a base and its deltas: {e}"))),
+        let mut base_input = base;
+        let mut inputs = delta_inputs(deltas);
+        match DataTree::read_snapshot_and_deltas(&mut base_input, read_each(&mut inputs)) {
+            Ok(loaded) if loaded == self.tree => {}
+            Ok(_) => return Err(self.report("a base and its deltas load as a different tree")),
+            Err(e) => return Err(self.report(&format!("reading a base and its deltas: {e}"))),
         }
+        let folded = self.fold(base, deltas)?;
+        match DataTree::read_snapshot(&mut folded.as_slice()) {
+            Ok(loaded) if loaded == self.tree => Ok(()),
+            Ok(_) => Err(self.report("a base folded with its deltas loads as a different tree")),
+            Err(e) => Err(self.report(&format!("reading a folded base: {e}"))),
+        }
+    }
+
+    /// `base` and the `deltas` after it, the last taken now, folded into
+    /// a whole snapshot of the tree now.
+    pub fn fold(&self, base: &[u8], deltas: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+        let mut base = base;
+        let mut inputs = delta_inputs(deltas);
+        let nodes = self.tree.snapshot_node_count();
+        let mut folded = Vec::new();
+        tree::fold_deltas(&mut base, read_each(&mut inputs), nodes, &mut folded)
+            .map_err(|e| self.report(&format!("folding a base and its deltas: {e}")))?;
+        Ok(folded)
     }
 
     fn report(&self, what: &str) -> String {
@@ -295,4 +309,15 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+fn delta_inputs(deltas: &[Vec<u8>]) -> Vec<&[u8]> {
+    deltas.iter().map(Vec::as_slice).collect()
+}
+
+fn read_each<'a>(inputs: &'a mut [&[u8]]) -> Vec<&'a mut (dyn std::io::Read + Send)> {
+    inputs
+        .iter_mut()
+        .map(|input| input as &mut (dyn std::io::Read + Send))
+        .collect()
 }

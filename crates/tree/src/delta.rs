@@ -86,7 +86,7 @@ impl DataTree {
         let mut w = SnapWriter::new(out);
         w.buf.put_slice(MAGIC);
         w.buf.put_i32(FORMAT);
-        w.tables(self);
+        w.tables(&Tables::of(self));
         w.buf.put_i64(buckets.len() as i64);
         for group in buckets.chunks(PREFETCH_BUCKETS) {
             self.nodes.prefetch(group);
@@ -111,23 +111,46 @@ impl DataTree {
         base: &'a mut (dyn Read + Send),
         deltas: Vec<&'a mut (dyn Read + Send)>,
     ) -> Result<DataTree, SnapshotError> {
-        let (format, mut tables, nodes) = SnapshotNodes::open(base)?;
         if deltas.is_empty() {
-            return DataTree::load(tables, nodes);
+            return DataTree::read_snapshot(base);
         }
-        if !SnapshotNodes::in_hash_order(format) {
-            return Err(corrupt(format!(
-                "a snapshot of format {format} lists its znodes by path, and no delta can be merged with it"
-            )));
-        }
-        let mut buckets = Vec::with_capacity(deltas.len());
-        for input in deltas {
-            let (newer, delta) = DeltaBuckets::open(input)?;
-            tables = newer;
-            buckets.push(delta);
-        }
-        DataTree::load(tables, MergedNodes::new(nodes, buckets))
+        let (tables, nodes) = MergedNodes::open(base, deltas)?;
+        DataTree::load(tables, nodes)
     }
+}
+
+/// Writes a snapshot and the deltas written after it, oldest first, as
+/// one whole snapshot of the tree as of the newest delta: the snapshot a
+/// load of them would give, without building the tree. So a server takes
+/// a whole snapshot without holding a clone of its tree while it is
+/// written, which would make every write meanwhile copy what it changes.
+/// `nodes` is the tree's [`DataTree::snapshot_node_count`], which a
+/// snapshot states ahead of its znodes: a merge that gives another count
+/// is refused.
+pub fn fold_deltas<'a>(
+    base: &'a mut (dyn Read + Send),
+    deltas: Vec<&'a mut (dyn Read + Send)>,
+    nodes: u64,
+    out: &mut dyn Write,
+) -> Result<(), SnapshotError> {
+    let (tables, mut merged) = MergedNodes::open(base, deltas)?;
+    let mut w = SnapWriter::new(out);
+    w.snapshot_header();
+    w.tables(&tables);
+    w.buf
+        .put_i64(i64::try_from(nodes).map_err(|_| corrupt(format!("{nodes} znodes")))?);
+    let mut acls = AclsSeen::new();
+    let mut written = 0;
+    while let Some((p, node)) = merged.next_node(&mut acls)? {
+        w.node(&p, &node)?;
+        written += 1;
+    }
+    if written != nodes {
+        return Err(corrupt(format!(
+            "the snapshot and its deltas hold {written} znodes, where the tree has {nodes}"
+        )));
+    }
+    Ok(w.finish()?)
 }
 
 /// A bucket: its hash and its nodes, in path order.
@@ -225,6 +248,27 @@ struct MergedNodes<'a> {
 }
 
 impl<'a> MergedNodes<'a> {
+    /// Reads the headers of a snapshot and its deltas, oldest first: the
+    /// newest delta's tables, and the nodes still to be merged.
+    fn open(
+        base: &'a mut (dyn Read + Send),
+        deltas: Vec<&'a mut (dyn Read + Send)>,
+    ) -> Result<(Tables, Self), SnapshotError> {
+        let (format, mut tables, nodes) = SnapshotNodes::open(base)?;
+        if !SnapshotNodes::in_hash_order(format) {
+            return Err(corrupt(format!(
+                "a snapshot of format {format} lists its znodes by path, and no delta can be merged with it"
+            )));
+        }
+        let mut buckets = Vec::with_capacity(deltas.len());
+        for input in deltas {
+            let (newer, delta) = DeltaBuckets::open(input)?;
+            tables = newer;
+            buckets.push(delta);
+        }
+        Ok((tables, MergedNodes::new(nodes, buckets)))
+    }
+
     fn new(base: SnapshotNodes<'a>, deltas: Vec<DeltaBuckets<'a>>) -> Self {
         MergedNodes {
             base,
@@ -418,7 +462,7 @@ mod tests {
         let mut w = SnapWriter::new(&mut out);
         w.buf.put_slice(MAGIC);
         w.buf.put_i32(FORMAT);
-        w.tables(&DataTree::new());
+        w.tables(&Tables::of(&DataTree::new()));
         w.buf.put_i64(hashes.len() as i64);
         for &hash in hashes {
             w.buf.put_u64(hash);
@@ -478,6 +522,25 @@ mod tests {
         tree = clone;
         let changed = delta(&mut tree);
         assert_eq!(load(&base, &[changed]).unwrap(), tree);
+    }
+
+    #[test]
+    fn a_base_and_its_deltas_fold_into_a_snapshot_of_the_newest_tree_and_its_count() {
+        let mut tree = tracked_tree();
+        let base = snapshot(&tree);
+        remove(&mut tree, "/b");
+        let changed = delta(&mut tree);
+        let fold = |nodes| {
+            let mut out = Vec::new();
+            fold_deltas(&mut &base[..], vec![&mut &changed[..]], nodes, &mut out).map(|()| out)
+        };
+        let folded = fold(tree.snapshot_node_count()).unwrap();
+        assert_eq!(DataTree::read_snapshot(&mut &folded[..]).unwrap(), tree);
+        let miscounted = fold(tree.snapshot_node_count() + 1);
+        assert!(
+            matches!(&miscounted, Err(SnapshotError::Corrupt(e)) if e.contains("where the tree has")),
+            "{miscounted:?}"
+        );
     }
 
     #[test]

@@ -90,7 +90,7 @@ mod tree;
 mod txn;
 
 pub use acl::{check_acl, AclList};
-pub use delta::Changes;
+pub use delta::{fold_deltas, Changes};
 pub use lookups::Lookups;
 pub use node::{
     ttl_owner, Children, Node, OwnerKind, SharedNode, StatPersisted, CONTAINER_EPHEMERAL_OWNER,

@@ -178,6 +178,12 @@ impl DataTree {
         self.nodes.len() + 1
     }
 
+    /// The znodes a snapshot of this tree lists: each once, the root too
+    /// (one fewer than [`DataTree::node_count`]).
+    pub fn snapshot_node_count(&self) -> u64 {
+        self.nodes.len() as u64
+    }
+
     /// ZooKeeper's cached approximate data size (mntr
     /// `zk_approximate_data_size`): path lengths in UTF-16 units plus data
     /// lengths.

@@ -110,18 +110,24 @@ impl<'a> SnapWriter<'a> {
         }
     }
 
-    /// The tree's tables that are written whole: its approximate data
-    /// size, sessions and quota paths.
-    pub(crate) fn tables(&mut self, tree: &DataTree) {
-        self.buf.put_i64(tree.data_bytes_approx);
-        self.buf.put_i32(jute::jute_len(tree.sessions.len()));
-        for (id, s) in tree.sessions.iter() {
+    /// A whole snapshot's magic and format.
+    pub(crate) fn snapshot_header(&mut self) {
+        self.buf.put_slice(MAGIC);
+        self.buf.put_i32(FORMAT);
+    }
+
+    /// The tables that are written whole: the approximate data size,
+    /// sessions and quota paths.
+    pub(crate) fn tables(&mut self, tables: &Tables) {
+        self.buf.put_i64(tables.data_bytes_approx);
+        self.buf.put_i32(jute::jute_len(tables.sessions.len()));
+        for (id, s) in tables.sessions.iter() {
             self.buf.put_i64(*id);
             self.buf.put_i32(s.timeout_ms);
             self.bytes(&s.password);
         }
-        self.buf.put_i32(jute::jute_len(tree.quota_paths.len()));
-        for p in tree.quota_paths.iter() {
+        self.buf.put_i32(jute::jute_len(tables.quota_paths.len()));
+        for p in tables.quota_paths.iter() {
             self.bytes(p.as_bytes());
         }
     }
@@ -201,9 +207,8 @@ impl DataTree {
     /// not be buffered; flushing or syncing `out` is the caller's job.
     pub fn write_snapshot(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut w = SnapWriter::new(out);
-        w.buf.put_slice(MAGIC);
-        w.buf.put_i32(FORMAT);
-        w.tables(self);
+        w.snapshot_header();
+        w.tables(&Tables::of(self));
         w.buf.put_i64(self.nodes.len() as i64);
         let mut far = self.nodes.iter().inspect(|(p, node)| {
             p.prefetch();
@@ -485,6 +490,15 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
+    /// The tree's tables, shared with it.
+    pub(crate) fn of(tree: &DataTree) -> Self {
+        Tables {
+            data_bytes_approx: tree.data_bytes_approx,
+            sessions: tree.sessions.clone(),
+            quota_paths: tree.quota_paths.clone(),
+        }
+    }
+
     /// Reads what [`SnapWriter::tables`] wrote.
     pub(crate) fn read(r: &mut SnapReader) -> Result<Self, SnapshotError> {
         let data_bytes_approx = r.i64()?;
@@ -824,8 +838,7 @@ mod tests {
             buf: BytesMut::new(),
             crc: 0,
         };
-        w.buf.put_slice(MAGIC);
-        w.buf.put_i32(FORMAT);
+        w.snapshot_header();
         w.buf.put_i64(0);
         w.buf.put_i32(0);
         w.buf.put_i32(0);

@@ -79,7 +79,9 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
 
     /// Whatever the history, the last base and the deltas after it load
-    /// as the tree: no change is left out of a delta, and none undone.
+    /// as the tree, and fold into a whole snapshot that does: no change
+    /// is left out of a delta, and none undone. Some bases are themselves
+    /// folded from the base and deltas before them.
     #[test]
     fn a_base_and_its_deltas_load_as_the_tree(
         steps in proptest::collection::vec(arb_step(), 1..60),
@@ -90,8 +92,13 @@ proptest! {
         let mut deltas = Vec::new();
         for (at, step) in steps.iter().enumerate() {
             checker.step(step).map_err(TestCaseError::fail)?;
-            for (_, new_base) in cuts.iter().filter(|(cut, _)| usize::from(*cut) % steps.len() == at) {
-                if *new_base {
+            for (cut, new_base) in cuts.iter().filter(|(cut, _)| usize::from(*cut) % steps.len() == at) {
+                if *new_base && cut % 2 == 0 {
+                    // As a server folds: a delta, then the chain whole.
+                    deltas.push(checker.take_delta());
+                    base = checker.fold(&base, &deltas).map_err(TestCaseError::fail)?;
+                    deltas.clear();
+                } else if *new_base {
                     base = checker.take_base();
                     deltas.clear();
                 } else {
