@@ -25,7 +25,7 @@
 //! the lowest CPU priority while applying continues (`snapshot_job`):
 //! a delta of the buckets changed since the last snapshot (`tree::delta`),
 //! which follows on the chain `delta_chain` keeps, or the whole tree,
-//! folded from that chain's files when there is one (`snapshot_write`). A
+//! folded from that chain's files when there is one (`snapshot_thread`). A
 //! server restarted from deltas passes over the entries they hold
 //! already.
 
@@ -44,7 +44,7 @@ use crate::shared::{Committed, Published, QueuedEvent, Shared, Waiter, WatchEven
 use crate::snapshot_arrival::Arrivals;
 use crate::snapshot_job::SnapshotJob;
 use crate::snapshot_schedule::{SnapshotKind, SnapshotSchedule, TreeSize};
-use crate::snapshot_write::{write_snapshot, SnapshotFiles, Writing};
+use crate::snapshot_thread::{write_snapshot, SnapshotFiles, Writing};
 
 /// A txn that may change or walk more znodes than this is applied outside
 /// the published lock (on an O(1) clone, swapped in), so that readers never
@@ -550,7 +550,7 @@ impl ApplyLoop {
     /// Starts writing a snapshot of the tree as applied through `index`:
     /// a delta if `kind` asks for one and one may follow on the chain,
     /// else the whole tree, folded from the chain and a delta if there is
-    /// a chain (`snapshot_write`). False if a snapshot is being written
+    /// a chain (`snapshot_thread`). False if a snapshot is being written
     /// already.
     fn start_snapshot(&mut self, index: u64, term: u64, kind: SnapshotKind) -> bool {
         let Some(running) = self.snapshot_job.start() else {

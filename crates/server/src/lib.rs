@@ -57,7 +57,7 @@ mod shared;
 mod snapshot_arrival;
 mod snapshot_job;
 mod snapshot_schedule;
-mod snapshot_write;
+mod snapshot_thread;
 mod stats;
 mod throttle;
 mod tls_config;

@@ -751,7 +751,7 @@ fn load_snapshot(
 }
 
 fn read_to_its_end(file: &mut dyn Read, what: &str) -> Result<(), ServerError> {
-    crate::snapshot_write::read_to_its_end(file, what)
+    crate::snapshot_thread::read_to_its_end(file, what)
         .map_err(|e| ServerError::Snapshot(e.to_string()))
 }
 

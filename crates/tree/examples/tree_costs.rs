@@ -119,6 +119,26 @@ fn main() {
         resident_mb() - resident_before
     );
     drop(loaded);
+
+    // A delta of OPS sets, then the snapshot above and it folded into one
+    // whole snapshot, as a server takes a whole snapshot of a large tree.
+    tree.tree.track_changes();
+    let paths_set = random_paths();
+    tree.set_all(&paths_set);
+    let changes = tree.tree.take_changes().expect("tracked");
+    let mut delta = Vec::new();
+    tree.tree
+        .write_delta(&changes, &mut delta)
+        .expect("writing to memory");
+    let started = Instant::now();
+    tree::fold_deltas(
+        &mut &image[..],
+        vec![&mut &delta[..]],
+        tree.tree.snapshot_node_count(),
+        &mut std::io::sink(),
+    )
+    .expect("folding the snapshot and delta just written");
+    report("snapshot fold with a delta, a znode", started.elapsed(), znodes);
 }
 
 struct Layout {

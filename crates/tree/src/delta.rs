@@ -33,8 +33,8 @@ use crate::node::Node;
 use crate::nodes::path_hash;
 use crate::shared_path::SharedPath;
 use crate::snapshot::{
-    corrupt, read_node, AclsSeen, NodeSource, SnapReader, SnapWriter, SnapshotError, SnapshotNodes,
-    Tables,
+    corrupt, read_encoded_node, read_node, AclsSeen, NodeSource, SnapReader, SnapWriter,
+    SnapshotError, SnapshotNodes, Tables,
 };
 use crate::DataTree;
 
@@ -114,7 +114,7 @@ impl DataTree {
         if deltas.is_empty() {
             return DataTree::read_snapshot(base);
         }
-        let (tables, nodes) = MergedNodes::open(base, deltas)?;
+        let (tables, nodes) = MergedNodes::<Decoded>::open(base, deltas)?;
         DataTree::load(tables, nodes)
     }
 }
@@ -133,7 +133,7 @@ pub fn fold_deltas<'a>(
     nodes: u64,
     out: &mut dyn Write,
 ) -> Result<(), SnapshotError> {
-    let (tables, mut merged) = MergedNodes::open(base, deltas)?;
+    let (tables, mut merged) = MergedNodes::<Encoded>::open(base, deltas)?;
     let mut w = SnapWriter::new(out);
     w.snapshot_header();
     w.tables(&tables);
@@ -141,8 +141,8 @@ pub fn fold_deltas<'a>(
         .put_i64(i64::try_from(nodes).map_err(|_| corrupt(format!("{nodes} znodes")))?);
     let mut acls = AclsSeen::new();
     let mut written = 0;
-    while let Some((p, node)) = merged.next_node(&mut acls)? {
-        w.node(&p, &node)?;
+    while let Some(node) = merged.next(&mut acls)? {
+        w.encoded_node(&node)?;
         written += 1;
     }
     if written != nodes {
@@ -153,20 +153,53 @@ pub fn fold_deltas<'a>(
     Ok(w.finish()?)
 }
 
+/// How a merge reads each node: decoded into the tree's types, for a
+/// load, or left as the bytes it takes, for a fold, which only copies it.
+trait NodeForm {
+    type Node: Send;
+
+    /// The next node and its path's hash.
+    fn read(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError>;
+}
+
+/// Nodes decoded, to be loaded.
+struct Decoded;
+
+impl NodeForm for Decoded {
+    type Node = (SharedPath, Node);
+
+    fn read(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError> {
+        let (p, node) = read_node(r, acls)?;
+        Ok((path_hash(&p), (p, node)))
+    }
+}
+
+/// Nodes as the bytes they take in a snapshot, to be written again.
+struct Encoded;
+
+impl NodeForm for Encoded {
+    type Node = Vec<u8>;
+
+    fn read(r: &mut SnapReader, _: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError> {
+        let (p, bytes) = read_encoded_node(r)?;
+        Ok((path_hash(p), bytes.to_vec()))
+    }
+}
+
 /// A bucket: its hash and its nodes, in path order.
-type Bucket = (u64, Vec<(SharedPath, Node)>);
+type Bucket<N> = (u64, Vec<N>);
 
 /// A delta's buckets, read one ahead.
-struct DeltaBuckets<'a> {
+struct DeltaBuckets<'a, F: NodeForm> {
     r: SnapReader<'a>,
     left: u64,
     /// The bucket read ahead; `None` once every bucket was read and the
     /// checksum matched.
-    next: Option<Bucket>,
+    next: Option<Bucket<F::Node>>,
     last_hash: Option<u64>,
 }
 
-impl<'a> DeltaBuckets<'a> {
+impl<'a, F: NodeForm> DeltaBuckets<'a, F> {
     /// Reads a delta's header and tables.
     fn open(input: &'a mut (dyn Read + Send)) -> Result<(Tables, Self), SnapshotError> {
         let mut r = SnapReader::with_chunk(input, READ_CHUNK_BYTES);
@@ -211,13 +244,13 @@ impl<'a> DeltaBuckets<'a> {
         let count = self.r.count()?;
         let mut nodes = Vec::with_capacity(count.min(64) as usize);
         for _ in 0..count {
-            let (p, node) = read_node(&mut self.r, acls)?;
-            if path_hash(&p) != hash {
+            let (node_hash, node) = F::read(&mut self.r, acls)?;
+            if node_hash != hash {
                 return Err(corrupt(format!(
-                    "{p:?} is in a delta's bucket {hash:#018x}, which is not its path's"
+                    "a znode of hash {node_hash:#018x} is in a delta's bucket {hash:#018x}"
                 )));
             }
-            nodes.push((p, node));
+            nodes.push(node);
         }
         self.next = Some((hash, nodes));
         Ok(())
@@ -227,14 +260,14 @@ impl<'a> DeltaBuckets<'a> {
 /// A base snapshot's nodes merged with its deltas', in hash order: each
 /// bucket as the newest file that holds it has it, a bucket a delta holds
 /// empty left out.
-struct MergedNodes<'a> {
+struct MergedNodes<'a, F: NodeForm> {
     base: SnapshotNodes<'a>,
     /// The base's next node and its path's hash, read ahead; `None` once
     /// the base is read to its end.
-    base_next: Option<(u64, SharedPath, Node)>,
+    base_next: Option<(u64, F::Node)>,
     base_last_hash: u64,
     /// Oldest first.
-    deltas: Vec<DeltaBuckets<'a>>,
+    deltas: Vec<DeltaBuckets<'a, F>>,
     /// The hash of each delta's next bucket, with the delta's place in
     /// `deltas`, least first: a chain may be long, and a restart asks for
     /// the least once a node.
@@ -244,10 +277,10 @@ struct MergedNodes<'a> {
     /// left out.
     replaced: Option<u64>,
     /// The nodes of that bucket still to give, last first.
-    giving: Vec<(SharedPath, Node)>,
+    giving: Vec<F::Node>,
 }
 
-impl<'a> MergedNodes<'a> {
+impl<'a, F: NodeForm> MergedNodes<'a, F> {
     /// Reads the headers of a snapshot and its deltas, oldest first: the
     /// newest delta's tables, and the nodes still to be merged.
     fn open(
@@ -266,20 +299,17 @@ impl<'a> MergedNodes<'a> {
             tables = newer;
             buckets.push(delta);
         }
-        Ok((tables, MergedNodes::new(nodes, buckets)))
-    }
-
-    fn new(base: SnapshotNodes<'a>, deltas: Vec<DeltaBuckets<'a>>) -> Self {
-        MergedNodes {
-            base,
+        let merged = MergedNodes {
+            base: nodes,
             base_next: None,
             base_last_hash: 0,
-            deltas,
+            deltas: buckets,
             heads: BinaryHeap::new(),
             started: false,
             replaced: None,
             giving: Vec::new(),
-        }
+        };
+        Ok((tables, merged))
     }
 
     fn start(&mut self, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
@@ -302,16 +332,15 @@ impl<'a> MergedNodes<'a> {
     }
 
     fn read_base(&mut self, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
-        self.base_next = match self.base.next_node(acls)? {
-            Some((p, node)) => {
-                let hash = path_hash(&p);
+        self.base_next = match self.base.next_with(|r| F::read(r, acls))? {
+            Some((hash, node)) => {
                 if hash < self.base_last_hash {
                     return Err(corrupt(format!(
-                        "the snapshot's znodes are out of hash order at {p:?}"
+                        "the snapshot's znodes are out of hash order at hash {hash:#018x}"
                     )));
                 }
                 self.base_last_hash = hash;
-                Some((hash, p, node))
+                Some((hash, node))
             }
             None => None,
         };
@@ -320,12 +349,8 @@ impl<'a> MergedNodes<'a> {
 
     /// The bucket at `hash` as the newest delta holding it has it; every
     /// delta holding it moves past it.
-    fn take_newest(
-        &mut self,
-        hash: u64,
-        acls: &mut AclsSeen,
-    ) -> Result<Vec<(SharedPath, Node)>, SnapshotError> {
-        let mut newest: Option<(usize, Vec<(SharedPath, Node)>)> = None;
+    fn take_newest(&mut self, hash: u64, acls: &mut AclsSeen) -> Result<Vec<F::Node>, SnapshotError> {
+        let mut newest: Option<(usize, Vec<F::Node>)> = None;
         while let Some(&Reverse((head, at))) = self.heads.peek() {
             if head != hash {
                 break;
@@ -339,13 +364,10 @@ impl<'a> MergedNodes<'a> {
         }
         Ok(newest.map(|(_, nodes)| nodes).unwrap_or_default())
     }
-}
 
-impl NodeSource for MergedNodes<'_> {
-    fn next_node(
-        &mut self,
-        acls: &mut AclsSeen,
-    ) -> Result<Option<(SharedPath, Node)>, SnapshotError> {
+    /// The next node in hash order; `None` once every node was given and
+    /// every checksum over them matched.
+    fn next(&mut self, acls: &mut AclsSeen) -> Result<Option<F::Node>, SnapshotError> {
         if !self.started {
             self.start(acls)?;
         }
@@ -354,11 +376,11 @@ impl NodeSource for MergedNodes<'_> {
                 return Ok(Some(node));
             }
             while self.replaced.is_some()
-                && self.base_next.as_ref().map(|(h, ..)| *h) == self.replaced
+                && self.base_next.as_ref().map(|(h, _)| *h) == self.replaced
             {
                 self.read_base(acls)?;
             }
-            let base = self.base_next.as_ref().map(|(hash, ..)| *hash);
+            let base = self.base_next.as_ref().map(|(hash, _)| *hash);
             let delta = self.heads.peek().map(|Reverse((hash, _))| *hash);
             let from_base = match (base, delta) {
                 (None, None) => return Ok(None),
@@ -367,15 +389,24 @@ impl NodeSource for MergedNodes<'_> {
                 (None, Some(_)) => false,
             };
             if from_base {
-                let (_, p, node) = self.base_next.take().expect("read ahead");
+                let (_, node) = self.base_next.take().expect("read ahead");
                 self.read_base(acls)?;
-                return Ok(Some((p, node)));
+                return Ok(Some(node));
             }
             let hash = delta.expect("a delta's bucket comes first");
             self.giving = self.take_newest(hash, acls)?;
             self.giving.reverse();
             self.replaced = Some(hash);
         }
+    }
+}
+
+impl NodeSource for MergedNodes<'_, Decoded> {
+    fn next_node(
+        &mut self,
+        acls: &mut AclsSeen,
+    ) -> Result<Option<(SharedPath, Node)>, SnapshotError> {
+        self.next(acls)
     }
 }
 

@@ -51,6 +51,10 @@ const WRITE_CHUNK_BYTES: usize = 64 * 1024;
 /// the copies were most of the writer's CPU.
 const UNBUFFERED_DATA_BYTES: usize = 4096;
 
+/// The bytes of a node's stat in a snapshot: czxid, mzxid, pzxid, ctime,
+/// mtime, then version, cversion, aversion, then the ephemeral owner.
+const STAT_BYTES: usize = 5 * 8 + 3 * 4 + 8;
+
 /// Nodes decoded per batch handed to the thread that indexes them.
 const LOAD_BATCH_NODES: usize = 4096;
 
@@ -151,6 +155,17 @@ impl<'a> SnapWriter<'a> {
         }
         self.buf.put_i64(s.ephemeral_owner);
         self.maybe_flush()
+    }
+
+    /// A node as [`read_encoded_node`] read it.
+    pub(crate) fn encoded_node(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if bytes.len() < UNBUFFERED_DATA_BYTES {
+            self.buf.put_slice(bytes);
+            return self.maybe_flush();
+        }
+        self.flush()?;
+        self.crc = crc32c::crc32c_append(self.crc, bytes);
+        self.out.write_all(bytes)
     }
 
     /// Writes what is gathered and then the checksum of everything.
@@ -580,18 +595,48 @@ impl<'a> SnapshotNodes<'a> {
     }
 }
 
-impl NodeSource for SnapshotNodes<'_> {
-    fn next_node(
+impl SnapshotNodes<'_> {
+    /// The next node as `read` reads it; `None` once every node was read
+    /// and the checksum matched.
+    pub(crate) fn next_with<T>(
         &mut self,
-        acls: &mut AclsSeen,
-    ) -> Result<Option<(SharedPath, Node)>, SnapshotError> {
+        read: impl FnOnce(&mut SnapReader) -> Result<T, SnapshotError>,
+    ) -> Result<Option<T>, SnapshotError> {
         if self.left == 0 {
             self.r.check_crc()?;
             return Ok(None);
         }
         self.left -= 1;
-        read_node(&mut self.r, acls).map(Some)
+        read(&mut self.r).map(Some)
     }
+}
+
+impl NodeSource for SnapshotNodes<'_> {
+    fn next_node(
+        &mut self,
+        acls: &mut AclsSeen,
+    ) -> Result<Option<(SharedPath, Node)>, SnapshotError> {
+        self.next_with(|r| read_node(r, acls))
+    }
+}
+
+/// The next node's path and all the bytes it takes, as
+/// [`SnapWriter::node`] wrote them, found by their lengths without
+/// decoding the rest.
+pub(crate) fn read_encoded_node<'r>(
+    r: &'r mut SnapReader,
+) -> Result<(&'r str, &'r [u8]), SnapshotError> {
+    let path_len = r.length_at(0)?;
+    let data_at = 4 + path_len;
+    let data_len = match r.i32_at(data_at)? {
+        -1 => 0,
+        len => usize::try_from(len).map_err(|_| corrupt(format!("negative length {len}")))?,
+    };
+    let acl_at = data_at + 4 + data_len;
+    let len = acl_at + r.acl_len_at(acl_at)? + STAT_BYTES;
+    let bytes = r.take(len)?;
+    let path = std::str::from_utf8(&bytes[4..data_at]).map_err(|_| corrupt("string is not UTF-8"))?;
+    Ok((path, bytes))
 }
 
 pub(crate) fn read_node(
@@ -623,7 +668,7 @@ pub(crate) fn read_node(
 pub(crate) type AclsSeen = HashMap<Vec<u8>, AclList>;
 
 fn read_acl(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<AclList, SnapshotError> {
-    let len = r.acl_len()?;
+    let len = r.acl_len_at(0)?;
     if let Some(shared) = acls.get(r.peek(len)?) {
         let shared = shared.clone();
         r.take(len)?;
@@ -721,24 +766,30 @@ impl<'a> SnapReader<'a> {
         Ok(field)
     }
 
-    /// The length of the ACL list ahead, its count and every entry (perms,
-    /// then a length-prefixed scheme and id), found without reading it.
-    fn acl_len(&mut self) -> Result<usize, SnapshotError> {
-        let mut len = 4;
-        for _ in 0..self.length_at(0)? {
-            len += 4; // perms
+    /// The length of the ACL list `offset` bytes ahead, its count and
+    /// every entry (perms, then a length-prefixed scheme and id), found
+    /// without reading it.
+    fn acl_len_at(&mut self, offset: usize) -> Result<usize, SnapshotError> {
+        let mut end = offset + 4;
+        for _ in 0..self.length_at(offset)? {
+            end += 4; // perms
             for _scheme_then_id in 0..2 {
-                len += 4 + self.length_at(len)?;
+                end += 4 + self.length_at(end)?;
             }
         }
-        Ok(len)
+        Ok(end - offset)
     }
 
     /// The length field `offset` bytes ahead, left to be read again.
     fn length_at(&mut self, offset: usize) -> Result<usize, SnapshotError> {
-        let field = &self.peek(offset + 4)?[offset..];
-        let value = i32::from_be_bytes(field.try_into().expect("4 bytes"));
+        let value = self.i32_at(offset)?;
         usize::try_from(value).map_err(|_| corrupt(format!("negative length {value}")))
+    }
+
+    /// The `i32` `offset` bytes ahead, left to be read again.
+    fn i32_at(&mut self, offset: usize) -> Result<i32, SnapshotError> {
+        let field = &self.peek(offset + 4)?[offset..];
+        Ok(i32::from_be_bytes(field.try_into().expect("4 bytes")))
     }
 
     /// Reads until `len` bytes wait to be decoded. The buffer grows a
@@ -852,7 +903,7 @@ mod tests {
                 w.bytes(scheme.as_bytes());
                 w.bytes(id.as_bytes());
             }
-            w.buf.put_bytes(0, 5 * 8 + 3 * 4 + 8);
+            w.buf.put_bytes(0, STAT_BYTES);
         }
         w.flush().unwrap();
         let crc = w.crc;
