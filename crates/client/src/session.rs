@@ -73,6 +73,8 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// Bounds for one connection attempt (TCP connect plus handshake).
 const ATTEMPT_MIN: Duration = Duration::from_millis(500);
 const ATTEMPT_MAX: Duration = Duration::from_secs(10);
+/// Rounds of attempts to take a session back that fit in its timeout.
+const RECONNECT_ROUNDS_PER_TIMEOUT: u32 = 3;
 /// How long `close` waits for the server to confirm closeSession.
 const CLOSE_WAIT_MAX: Duration = Duration::from_secs(2);
 /// ZooKeeper's client splits setWatches so that no packet nears
@@ -261,10 +263,21 @@ impl SessionTask {
     }
 
     /// ZooKeeper's client gives each attempt the session timeout divided by
-    /// the number of servers, so one round fits in a session timeout.
+    /// the number of servers, so one round fits in a session timeout. To
+    /// take a session back, a round gets a third of it: a server may take
+    /// the connection and never answer (ZooKeeper 3.8 does so to one that
+    /// arrives while it starts, its close failing half way), and a single
+    /// attempt waiting out the whole timeout lets the session expire before
+    /// the next one reaches a server that would have kept it.
     fn attempt_timeout(&self) -> Duration {
         let count = u32::try_from(self.hosts.len()).unwrap_or(u32::MAX);
-        (self.requested_timeout / count).clamp(ATTEMPT_MIN, ATTEMPT_MAX)
+        let session = self.shared.session();
+        let round = if session.id == 0 {
+            self.requested_timeout
+        } else {
+            session.timeout / RECONNECT_ROUNDS_PER_TIMEOUT
+        };
+        (round / count).clamp(ATTEMPT_MIN, ATTEMPT_MAX)
     }
 
     /// The first connection, for `Client::connect`: tries until `deadline`.

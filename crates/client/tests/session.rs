@@ -1,6 +1,7 @@
 //! Session life against real servers: connecting, reconnecting after the
 //! server restarts (same session, ephemerals, credentials and watches
-//! kept), requests in flight failing with ConnectionLoss, expiry, close.
+//! kept) or past one that never answers, requests in flight failing with
+//! ConnectionLoss, expiry, close.
 
 mod common;
 
@@ -31,6 +32,11 @@ on_every_server!(
     Duration::from_secs(120)
 );
 on_every_server!(session_expiry, expiry_on, Duration::from_secs(90));
+on_every_server!(
+    a_server_that_never_answers_does_not_cost_the_session,
+    never_answered_on,
+    Duration::from_secs(60)
+);
 on_every_server!(
     missed_changes_fire_after_reconnect,
     missed_changes_on,
@@ -183,6 +189,33 @@ async fn missed_changes_on(server: &mut Server) {
         (EventType::NodeCreated, "/m/new")
     );
     assert_eq!(a.get_data("/m").await.unwrap().0.as_deref().unwrap(), b"1");
+}
+
+async fn never_answered_on(server: &mut Server) {
+    // An attempt to reconnect reaches something that takes the connection
+    // and never answers; the next attempt must come while the session
+    // lives (10 s), not once that one has waited the whole timeout out.
+    let proxy = Proxy::start(server.port).await;
+    let a = server
+        .client_with(&proxy.connect_string(), ConnectOptions::new())
+        .await;
+    let session_id = a.session_id();
+    a.create("/held", b"", CreateMode::Ephemeral).await.unwrap();
+    let mut states = a.state_changes();
+
+    proxy.stall();
+    assert_eq!(next_state(&mut states).await, SessionState::Disconnected);
+    // The attempts of the first round are under way, and unanswered.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    proxy.restore();
+    assert_eq!(next_state(&mut states).await, SessionState::Connected);
+    assert_eq!(a.session_id(), session_id, "the same session");
+    let held = a
+        .exists("/held")
+        .await
+        .unwrap()
+        .expect("the ephemeral lives");
+    assert_eq!(held.ephemeral_owner, session_id);
 }
 
 async fn expiry_on(server: &mut Server) {

@@ -391,27 +391,44 @@ pub async fn join_all<F: Future>(futures: Vec<F>) -> Vec<F::Output> {
 /// A TCP proxy in front of a server that a test can cut: while cut, it
 /// drops every connection it carries and every new one, so a client
 /// behind it loses the server while the server itself runs on (and
-/// expires sessions it no longer hears from).
+/// expires sessions it no longer hears from). Stalled, it drops the
+/// connections it carries but takes new ones and never answers them, as
+/// a server may while it starts.
 pub struct Proxy {
     pub port: u16,
-    cut: tokio::sync::watch::Sender<bool>,
+    mode: tokio::sync::watch::Sender<ProxyMode>,
     task: tokio::task::JoinHandle<()>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProxyMode {
+    Open,
+    Cut,
+    Stalled,
 }
 
 impl Proxy {
     pub async fn start(target_port: u16) -> Proxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let (cut, watch) = tokio::sync::watch::channel(false);
+        let (mode, watch) = tokio::sync::watch::channel(ProxyMode::Open);
         let task = tokio::spawn(async move {
             loop {
                 let Ok((mut inbound, _)) = listener.accept().await else {
                     return;
                 };
-                if *watch.borrow() {
-                    continue; // dropped: the client sees the connection close
-                }
                 let mut watch = watch.clone();
+                match *watch.borrow() {
+                    ProxyMode::Open => {}
+                    ProxyMode::Cut => continue, // dropped: the client sees the connection close
+                    ProxyMode::Stalled => {
+                        // Read and never answer, until the proxy goes.
+                        tokio::spawn(async move {
+                            let _ = tokio::io::copy(&mut inbound, &mut tokio::io::sink()).await;
+                        });
+                        continue;
+                    }
+                }
                 tokio::spawn(async move {
                     let Ok(mut outbound) =
                         tokio::net::TcpStream::connect(("127.0.0.1", target_port)).await
@@ -420,12 +437,12 @@ impl Proxy {
                     };
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
-                        _ = watch.wait_for(|cut| *cut) => {}
+                        _ = watch.wait_for(|mode| *mode != ProxyMode::Open) => {}
                     }
                 });
             }
         });
-        Proxy { port, cut, task }
+        Proxy { port, mode, task }
     }
 
     pub fn connect_string(&self) -> String {
@@ -433,11 +450,15 @@ impl Proxy {
     }
 
     pub fn cut(&self) {
-        self.cut.send_replace(true);
+        self.mode.send_replace(ProxyMode::Cut);
+    }
+
+    pub fn stall(&self) {
+        self.mode.send_replace(ProxyMode::Stalled);
     }
 
     pub fn restore(&self) {
-        self.cut.send_replace(false);
+        self.mode.send_replace(ProxyMode::Open);
     }
 }
 
