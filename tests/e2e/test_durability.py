@@ -107,6 +107,15 @@ def write_a_tree_in_deltas(zk):
         zk.delete(f"/d/n{i:04}")
 
 
+# The znodes of the tree in deltas whose data a round sets again.
+KEPT = [i for i in range(1, 400, 13) if i % 11]
+
+
+def set_a_round(zk, round):
+    for i in KEPT:
+        zk.set(f"/d/n{i:04}", f"round {round}".encode())
+
+
 def index_of(path):
     """The log index in a snapshot's or a delta's file name."""
     return int(path.name.split("-")[1].split(".")[0], 16)
@@ -124,10 +133,8 @@ def stopped_with_deltas(server, kazoo_factory, kill):
     removes the deltas before it. Returns the state the server held."""
     zk = kazoo_factory(server)
     write_a_tree_in_deltas(zk)
-    kept = [i for i in range(1, 400, 13) if i % 11]
     for round in range(30):
-        for i in kept:
-            zk.set(f"/d/n{i:04}", f"round {round}".encode())
+        set_a_round(zk, round)
         expected = state_of(zk, "/d")
         zk.stop()
         if kill:
@@ -199,10 +206,8 @@ def test_a_snapshot_folded_from_deltas_holds_the_tree(server_factory, kazoo_fact
     s = server_factory(SNAPSHOT_EVERY)
     zk = kazoo_factory(s)
     write_a_tree_in_deltas(zk)
-    kept = [i for i in range(1, 400, 13) if i % 11]
     for round in range(30):
-        for i in kept:
-            zk.set(f"/d/n{i:04}", f"round {round}".encode())
+        set_a_round(zk, round)
         newest = max(index_of(p) for p in snapshots(s))
         if folded_snapshots(s.stderr_tail(10_000)).get(newest, 0) >= 3:
             break

@@ -52,6 +52,19 @@ async fn next_state(states: &mut StateStream) -> SessionState {
         .expect("the state stream is open")
 }
 
+/// The client connects again with session `session_id`, which still owns
+/// the ephemeral at `path`.
+async fn taken_back(a: &Client, states: &mut StateStream, session_id: i64, path: &str) {
+    assert_eq!(next_state(states).await, SessionState::Connected);
+    assert_eq!(a.session_id(), session_id, "the same session");
+    let ephemeral = a
+        .exists(path)
+        .await
+        .unwrap()
+        .expect("the ephemeral survives");
+    assert_eq!(ephemeral.ephemeral_owner, session_id);
+}
+
 async fn reconnect_on(server: &mut Server) {
     let a = server
         .client_with(
@@ -105,14 +118,7 @@ async fn reconnect_on(server: &mut Server) {
     ));
 
     server.restart(Duration::from_millis(200)).await;
-    assert_eq!(next_state(&mut states).await, SessionState::Connected);
-    assert_eq!(a.session_id(), session_id, "the same session");
-    let eph = a
-        .exists("/eph")
-        .await
-        .unwrap()
-        .expect("the ephemeral survives");
-    assert_eq!(eph.ephemeral_owner, session_id);
+    taken_back(&a, &mut states, session_id, "/eph").await;
     // Credentials were replayed on the new connection.
     assert_eq!(
         a.get_data("/secret").await.unwrap().0.as_deref().unwrap(),
@@ -208,14 +214,7 @@ async fn never_answered_on(server: &mut Server) {
     // The attempts of the first round are under way, and unanswered.
     tokio::time::sleep(Duration::from_millis(500)).await;
     proxy.restore();
-    assert_eq!(next_state(&mut states).await, SessionState::Connected);
-    assert_eq!(a.session_id(), session_id, "the same session");
-    let held = a
-        .exists("/held")
-        .await
-        .unwrap()
-        .expect("the ephemeral lives");
-    assert_eq!(held.ephemeral_owner, session_id);
+    taken_back(&a, &mut states, session_id, "/held").await;
 }
 
 async fn expiry_on(server: &mut Server) {

@@ -138,7 +138,11 @@ fn main() {
         &mut std::io::sink(),
     )
     .expect("folding the snapshot and delta just written");
-    report("snapshot fold with a delta, a znode", started.elapsed(), znodes);
+    report(
+        "snapshot fold with a delta, a znode",
+        started.elapsed(),
+        znodes,
+    );
 }
 
 struct Layout {

@@ -349,7 +349,11 @@ impl<'a, F: NodeForm> MergedNodes<'a, F> {
 
     /// The bucket at `hash` as the newest delta holding it has it; every
     /// delta holding it moves past it.
-    fn take_newest(&mut self, hash: u64, acls: &mut AclsSeen) -> Result<Vec<F::Node>, SnapshotError> {
+    fn take_newest(
+        &mut self,
+        hash: u64,
+        acls: &mut AclsSeen,
+    ) -> Result<Vec<F::Node>, SnapshotError> {
         let mut newest: Option<(usize, Vec<F::Node>)> = None;
         while let Some(&Reverse((head, at))) = self.heads.peek() {
             if head != hash {

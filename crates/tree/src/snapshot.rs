@@ -635,7 +635,8 @@ pub(crate) fn read_encoded_node<'r>(
     let acl_at = data_at + 4 + data_len;
     let len = acl_at + r.acl_len_at(acl_at)? + STAT_BYTES;
     let bytes = r.take(len)?;
-    let path = std::str::from_utf8(&bytes[4..data_at]).map_err(|_| corrupt("string is not UTF-8"))?;
+    let path =
+        std::str::from_utf8(&bytes[4..data_at]).map_err(|_| corrupt("string is not UTF-8"))?;
     Ok((path, bytes))
 }
 
