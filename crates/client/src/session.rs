@@ -271,11 +271,11 @@ impl SessionTask {
     /// the next one reaches a server that would have kept it.
     fn attempt_timeout(&self) -> Duration {
         let count = u32::try_from(self.hosts.len()).unwrap_or(u32::MAX);
-        let session = self.shared.session();
-        let round = if session.id == 0 {
-            self.requested_timeout
-        } else {
-            session.timeout / RECONNECT_ROUNDS_PER_TIMEOUT
+        // Zero until a server negotiated it: no session yet, or one
+        // resumed from the options.
+        let round = match self.shared.session().timeout {
+            Duration::ZERO => self.requested_timeout,
+            negotiated => negotiated / RECONNECT_ROUNDS_PER_TIMEOUT,
         };
         (round / count).clamp(ATTEMPT_MIN, ATTEMPT_MAX)
     }
