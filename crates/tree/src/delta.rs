@@ -418,6 +418,7 @@ impl NodeSource for MergedNodes<'_, Decoded> {
 mod tests {
     use super::*;
     use crate::node::{node_of_version as node, SharedNode};
+    use crate::snapshot::UNBUFFERED_DATA_BYTES;
 
     fn snapshot(tree: &DataTree) -> Vec<u8> {
         let mut out = Vec::new();
@@ -576,6 +577,42 @@ mod tests {
             matches!(&miscounted, Err(SnapshotError::Corrupt(e)) if e.contains("where the tree has")),
             "{miscounted:?}"
         );
+    }
+
+    /// A node of every shape a fold copies by its lengths: data past the
+    /// writer's buffer, null data, and more than one ACL entry.
+    #[test]
+    fn a_fold_copies_large_null_and_many_acl_nodes_whole() {
+        let acl = |scheme: &str, id: &str| jute::Acl {
+            perms: 31,
+            id: jute::Id {
+                scheme: scheme.into(),
+                id: id.into(),
+            },
+        };
+        let acls: crate::AclList =
+            std::sync::Arc::new(vec![acl("world", "anyone"), acl("digest", "u:h")]);
+        let mut tree = tracked_tree();
+        let base = snapshot(&tree);
+        for (name, data) in [
+            ("/big", Some(vec![7u8; 3 * UNBUFFERED_DATA_BYTES])),
+            ("/null", None),
+            ("/small", Some(b"s".to_vec())),
+        ] {
+            let stat = crate::StatPersisted::new(5, 6, 0);
+            let node = Node::new(data.map(Vec::into_boxed_slice), acls.clone(), stat);
+            tree.nodes
+                .insert(SharedPath::from(name), SharedNode::new(node));
+            let root = tree.nodes.get_mut("/").unwrap();
+            SharedNode::make_mut(root)
+                .children
+                .insert(SharedPath::from(name));
+        }
+        let changed = delta(&mut tree);
+        let mut folded = Vec::new();
+        let nodes = tree.snapshot_node_count();
+        fold_deltas(&mut &base[..], vec![&mut &changed[..]], nodes, &mut folded).unwrap();
+        assert_eq!(DataTree::read_snapshot(&mut &folded[..]).unwrap(), tree);
     }
 
     #[test]

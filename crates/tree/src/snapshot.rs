@@ -49,7 +49,7 @@ const WRITE_CHUNK_BYTES: usize = 64 * 1024;
 /// Data at least this long is written to the output as it is, rather than
 /// copied through the write buffer first: of a snapshot of 10 KB values,
 /// the copies were most of the writer's CPU.
-const UNBUFFERED_DATA_BYTES: usize = 4096;
+pub(crate) const UNBUFFERED_DATA_BYTES: usize = 4096;
 
 /// The bytes of a node's stat in a snapshot: czxid, mzxid, pzxid, ctime,
 /// mtime, then version, cversion, aversion, then the ephemeral owner.
