@@ -70,7 +70,7 @@ pub fn write_snapshot(
             if writer.delta(&delta, &changes, &tree) {
                 let nodes = tree.snapshot_node_count();
                 drop(tree);
-                writer.fold(&whole, nodes);
+                writer.fold(&whole, delta.base, nodes);
             }
         }
     }
@@ -134,14 +134,12 @@ impl Writer<'_> {
         }
     }
 
-    /// Folds the chain that ends at `meta.index` into a whole snapshot of
-    /// `nodes` znodes. If that fails, the chain goes on from its deltas.
-    fn fold(&self, meta: &SnapshotMeta, nodes: u64) {
+    /// Folds the chain from the whole snapshot at `base` to the delta at
+    /// `meta.index` into a whole snapshot of `nodes` znodes. If that fails,
+    /// the chain goes on from its deltas.
+    fn fold(&self, meta: &SnapshotMeta, base: u64, nodes: u64) {
         let started = Instant::now();
-        let written = self.followed.tip.map_or_else(
-            || Err("no chain to fold".to_owned()),
-            |tip| self.fold_chain(tip.base, meta, nodes),
-        );
+        let written = self.fold_chain(base, meta, nodes);
         self.whole_written(meta, written, started, nodes, "folded");
     }
 
