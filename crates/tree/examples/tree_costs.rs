@@ -10,7 +10,8 @@
 //! clone shares the tree, as a snapshot does) and OPS getData to random
 //! ones, creates OPS more and deletes them, counts the znodes below
 //! their top (getAllChildrenNumber), writes a snapshot to memory and
-//! loads it back, and prints the time of each per operation and the
+//! loads it back, then folds it with a delta of OPS more sets and loads
+//! the two merged, and prints the time of each per operation and the
 //! resident memory. It allocates with jemalloc, as the server does.
 
 use std::time::{Duration, Instant};
@@ -143,6 +144,15 @@ fn main() {
         started.elapsed(),
         znodes,
     );
+    let started = Instant::now();
+    let loaded = DataTree::read_snapshot_and_deltas(&mut &image[..], vec![&mut &delta[..]])
+        .expect("the snapshot and delta just written");
+    report(
+        "snapshot load with a delta, a znode",
+        started.elapsed(),
+        znodes,
+    );
+    drop(loaded);
 }
 
 struct Layout {

@@ -30,11 +30,10 @@ use bytes::BufMut;
 
 use crate::changes::tidy;
 use crate::node::Node;
-use crate::nodes::path_hash;
 use crate::shared_path::SharedPath;
 use crate::snapshot::{
-    corrupt, read_encoded_node, read_node, AclsSeen, NodeSource, SnapReader, SnapWriter,
-    SnapshotError, SnapshotNodes, Tables,
+    corrupt, peek_node, read_node, AclsSeen, NodeSource, SnapReader, SnapWriter, SnapshotError,
+    SnapshotNodes, Tables,
 };
 use crate::DataTree;
 
@@ -139,10 +138,11 @@ pub fn fold_deltas<'a>(
     w.tables(&tables);
     w.buf
         .put_i64(i64::try_from(nodes).map_err(|_| corrupt(format!("{nodes} znodes")))?);
-    let mut acls = AclsSeen::new();
+    let mut spare = Vec::new();
     let mut written = 0;
-    while let Some(node) = merged.next(&mut acls)? {
+    while let Some(node) = merged.next(&mut spare)? {
         w.encoded_node(&node)?;
+        spare.push(node);
         written += 1;
     }
     if written != nodes {
@@ -153,13 +153,21 @@ pub fn fold_deltas<'a>(
     Ok(w.finish()?)
 }
 
-/// How a merge reads each node: decoded into the tree's types, for a
-/// load, or left as the bytes it takes, for a fold, which only copies it.
+/// How a merge reads each node it keeps: decoded into the tree's types,
+/// for a load, or left as the bytes it takes, for a fold, which only
+/// copies it. A node it leaves out (one a newer file replaced) is skipped
+/// by its length, unread.
 trait NodeForm {
     type Node: Send;
+    /// What reading nodes keeps from one to the next.
+    type Scratch;
 
-    /// The next node and its path's hash.
-    fn read(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError>;
+    /// Reads the node the reader is at, `len` bytes.
+    fn read(
+        r: &mut SnapReader,
+        len: usize,
+        scratch: &mut Self::Scratch,
+    ) -> Result<Self::Node, SnapshotError>;
 }
 
 /// Nodes decoded, to be loaded.
@@ -167,10 +175,14 @@ struct Decoded;
 
 impl NodeForm for Decoded {
     type Node = (SharedPath, Node);
+    type Scratch = AclsSeen;
 
-    fn read(r: &mut SnapReader, acls: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError> {
-        let (p, node) = read_node(r, acls)?;
-        Ok((path_hash(&p), (p, node)))
+    fn read(
+        r: &mut SnapReader,
+        _: usize,
+        acls: &mut AclsSeen,
+    ) -> Result<Self::Node, SnapshotError> {
+        read_node(r, acls)
     }
 }
 
@@ -179,27 +191,33 @@ struct Encoded;
 
 impl NodeForm for Encoded {
     type Node = Vec<u8>;
+    /// Buffers of nodes written, to read the next into: a fold copies
+    /// millions of nodes, and need not allocate for each.
+    type Scratch = Vec<Vec<u8>>;
 
-    fn read(r: &mut SnapReader, _: &mut AclsSeen) -> Result<(u64, Self::Node), SnapshotError> {
-        let (p, bytes) = read_encoded_node(r)?;
-        Ok((path_hash(p), bytes.to_vec()))
+    fn read(
+        r: &mut SnapReader,
+        len: usize,
+        spare: &mut Vec<Vec<u8>>,
+    ) -> Result<Self::Node, SnapshotError> {
+        let mut node = spare.pop().unwrap_or_default();
+        node.clear();
+        node.extend_from_slice(r.take(len)?);
+        Ok(node)
     }
 }
 
-/// A bucket: its hash and its nodes, in path order.
-type Bucket<N> = (u64, Vec<N>);
-
-/// A delta's buckets, read one ahead.
-struct DeltaBuckets<'a, F: NodeForm> {
+/// A delta's buckets, each read as far as its header until it is taken.
+struct DeltaBuckets<'a> {
     r: SnapReader<'a>,
     left: u64,
-    /// The bucket read ahead; `None` once every bucket was read and the
-    /// checksum matched.
-    next: Option<Bucket<F::Node>>,
+    /// The next bucket's hash and count of nodes, the reader at its first
+    /// node; `None` once every bucket was read and the checksum matched.
+    next: Option<(u64, i32)>,
     last_hash: Option<u64>,
 }
 
-impl<'a, F: NodeForm> DeltaBuckets<'a, F> {
+impl<'a> DeltaBuckets<'a> {
     /// Reads a delta's header and tables.
     fn open(input: &'a mut (dyn Read + Send)) -> Result<(Tables, Self), SnapshotError> {
         let mut r = SnapReader::with_chunk(input, READ_CHUNK_BYTES);
@@ -224,11 +242,12 @@ impl<'a, F: NodeForm> DeltaBuckets<'a, F> {
     }
 
     fn next_hash(&self) -> Option<u64> {
-        self.next.as_ref().map(|(hash, _)| *hash)
+        self.next.map(|(hash, _)| hash)
     }
 
-    /// Reads the next bucket, or checks the checksum after the last.
-    fn advance(&mut self, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
+    /// Reads the next bucket's header, or checks the checksum after the
+    /// last.
+    fn advance(&mut self) -> Result<(), SnapshotError> {
         if self.left == 0 {
             self.next = None;
             return self.r.check_crc();
@@ -241,33 +260,50 @@ impl<'a, F: NodeForm> DeltaBuckets<'a, F> {
             )));
         }
         self.last_hash = Some(hash);
-        let count = self.r.count()?;
-        let mut nodes = Vec::with_capacity(count.min(64) as usize);
+        self.next = Some((hash, self.r.count()?));
+        Ok(())
+    }
+
+    /// The next bucket's nodes, read as `F` reads them if `keep`, else
+    /// skipped; then the bucket after it.
+    fn take<F: NodeForm>(
+        &mut self,
+        keep: bool,
+        scratch: &mut F::Scratch,
+    ) -> Result<Vec<F::Node>, SnapshotError> {
+        let (hash, count) = self.next.expect("a bucket read ahead");
+        let mut nodes = Vec::new();
         for _ in 0..count {
-            let (node_hash, node) = F::read(&mut self.r, acls)?;
+            let (node_hash, len) = peek_node(&mut self.r)?;
             if node_hash != hash {
                 return Err(corrupt(format!(
                     "a znode of hash {node_hash:#018x} is in a delta's bucket {hash:#018x}"
                 )));
             }
-            nodes.push(node);
+            if keep {
+                nodes.push(F::read(&mut self.r, len, scratch)?);
+            } else {
+                self.r.take(len)?;
+            }
         }
-        self.next = Some((hash, nodes));
-        Ok(())
+        self.advance()?;
+        Ok(nodes)
     }
 }
 
 /// A base snapshot's nodes merged with its deltas', in hash order: each
 /// bucket as the newest file that holds it has it, a bucket a delta holds
-/// empty left out.
+/// empty left out. Only the nodes given are read; the ones replaced are
+/// skipped (among 10M znodes, a chain of deltas commonly replaces most of
+/// a million of the base's).
 struct MergedNodes<'a, F: NodeForm> {
     base: SnapshotNodes<'a>,
-    /// The base's next node and its path's hash, read ahead; `None` once
-    /// the base is read to its end.
-    base_next: Option<(u64, F::Node)>,
+    /// The hash and length of the base's next node, peeked at; `None`
+    /// once the base is read to its end.
+    base_next: Option<(u64, usize)>,
     base_last_hash: u64,
     /// Oldest first.
-    deltas: Vec<DeltaBuckets<'a, F>>,
+    deltas: Vec<DeltaBuckets<'a>>,
     /// The hash of each delta's next bucket, with the delta's place in
     /// `deltas`, least first: a chain may be long, and a restart asks for
     /// the least once a node.
@@ -312,79 +348,87 @@ impl<'a, F: NodeForm> MergedNodes<'a, F> {
         Ok((tables, merged))
     }
 
-    fn start(&mut self, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
+    fn start(&mut self) -> Result<(), SnapshotError> {
         self.started = true;
-        self.read_base(acls)?;
+        self.peek_base()?;
         for at in 0..self.deltas.len() {
-            self.advance_delta(at, acls)?;
+            self.deltas[at].advance()?;
+            self.push_head(at);
         }
         Ok(())
     }
 
-    /// Reads the next bucket of the delta at `at`, whose last was taken.
-    fn advance_delta(&mut self, at: usize, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
-        let delta = &mut self.deltas[at];
-        delta.advance(acls)?;
-        if let Some(hash) = delta.next_hash() {
+    fn push_head(&mut self, at: usize) {
+        if let Some(hash) = self.deltas[at].next_hash() {
             self.heads.push(Reverse((hash, at)));
         }
-        Ok(())
     }
 
-    fn read_base(&mut self, acls: &mut AclsSeen) -> Result<(), SnapshotError> {
-        self.base_next = match self.base.next_with(|r| F::read(r, acls))? {
-            Some((hash, node)) => {
-                if hash < self.base_last_hash {
-                    return Err(corrupt(format!(
-                        "the snapshot's znodes are out of hash order at hash {hash:#018x}"
-                    )));
-                }
-                self.base_last_hash = hash;
-                Some((hash, node))
+    fn peek_base(&mut self) -> Result<(), SnapshotError> {
+        self.base_next = self.base.peek()?;
+        if let Some((hash, _)) = self.base_next {
+            if hash < self.base_last_hash {
+                return Err(corrupt(format!(
+                    "the snapshot's znodes are out of hash order at hash {hash:#018x}"
+                )));
             }
-            None => None,
-        };
+            self.base_last_hash = hash;
+        }
         Ok(())
     }
 
-    /// The bucket at `hash` as the newest delta holding it has it; every
-    /// delta holding it moves past it.
+    /// The base's next node, and a peek at the one after it.
+    fn read_base(&mut self, scratch: &mut F::Scratch) -> Result<F::Node, SnapshotError> {
+        let (_, len) = self.base_next.expect("a node peeked at");
+        let node = self.base.read_peeked(|r| F::read(r, len, scratch))?;
+        self.peek_base()?;
+        Ok(node)
+    }
+
+    /// Skips the base's next node, replaced by a delta's bucket.
+    fn skip_base(&mut self) -> Result<(), SnapshotError> {
+        let (_, len) = self.base_next.expect("a node peeked at");
+        self.base.read_peeked(|r| r.take(len).map(drop))?;
+        self.peek_base()
+    }
+
+    /// The bucket at `hash`, the least of the deltas' next, as the newest
+    /// delta holding it has it; every delta holding it moves past it.
     fn take_newest(
         &mut self,
         hash: u64,
-        acls: &mut AclsSeen,
+        scratch: &mut F::Scratch,
     ) -> Result<Vec<F::Node>, SnapshotError> {
-        let mut newest: Option<(usize, Vec<F::Node>)> = None;
+        let Reverse((_, mut newest)) = self.heads.pop().expect("a delta holds the bucket");
+        // Deltas holding the same hash come off the heap oldest first.
         while let Some(&Reverse((head, at))) = self.heads.peek() {
             if head != hash {
                 break;
             }
             self.heads.pop();
-            let nodes = self.deltas[at].next.take().map(|(_, nodes)| nodes);
-            if newest.as_ref().is_none_or(|(newer, _)| at > *newer) {
-                newest = Some((at, nodes.unwrap_or_default()));
-            }
-            self.advance_delta(at, acls)?;
+            self.deltas[newest].take::<F>(false, scratch)?;
+            self.push_head(newest);
+            newest = at;
         }
-        Ok(newest.map(|(_, nodes)| nodes).unwrap_or_default())
+        let nodes = self.deltas[newest].take::<F>(true, scratch)?;
+        self.push_head(newest);
+        Ok(nodes)
     }
 
     /// The next node in hash order; `None` once every node was given and
     /// every checksum over them matched.
-    fn next(&mut self, acls: &mut AclsSeen) -> Result<Option<F::Node>, SnapshotError> {
+    fn next(&mut self, scratch: &mut F::Scratch) -> Result<Option<F::Node>, SnapshotError> {
         if !self.started {
-            self.start(acls)?;
+            self.start()?;
         }
         loop {
             if let Some(node) = self.giving.pop() {
                 return Ok(Some(node));
             }
-            while self.replaced.is_some()
-                && self.base_next.as_ref().map(|(h, _)| *h) == self.replaced
-            {
-                self.read_base(acls)?;
+            while self.replaced.is_some() && self.base_next.map(|(hash, _)| hash) == self.replaced {
+                self.skip_base()?;
             }
-            let base = self.base_next.as_ref().map(|(hash, _)| *hash);
+            let base = self.base_next.map(|(hash, _)| hash);
             let delta = self.heads.peek().map(|Reverse((hash, _))| *hash);
             let from_base = match (base, delta) {
                 (None, None) => return Ok(None),
@@ -393,12 +437,10 @@ impl<'a, F: NodeForm> MergedNodes<'a, F> {
                 (None, Some(_)) => false,
             };
             if from_base {
-                let (_, node) = self.base_next.take().expect("read ahead");
-                self.read_base(acls)?;
-                return Ok(Some(node));
+                return self.read_base(scratch).map(Some);
             }
             let hash = delta.expect("a delta's bucket comes first");
-            self.giving = self.take_newest(hash, acls)?;
+            self.giving = self.take_newest(hash, scratch)?;
             self.giving.reverse();
             self.replaced = Some(hash);
         }
@@ -418,6 +460,7 @@ impl NodeSource for MergedNodes<'_, Decoded> {
 mod tests {
     use super::*;
     use crate::node::{node_of_version as node, SharedNode};
+    use crate::nodes::path_hash;
     use crate::snapshot::UNBUFFERED_DATA_BYTES;
 
     fn snapshot(tree: &DataTree) -> Vec<u8> {
@@ -506,6 +549,43 @@ mod tests {
         }
         w.finish().unwrap();
         out
+    }
+
+    /// A delta of one bucket, at `hash`, holding `/a`.
+    fn delta_of_a_at(hash: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = SnapWriter::new(&mut out);
+        w.buf.put_slice(MAGIC);
+        w.buf.put_i32(FORMAT);
+        w.tables(&Tables::of(&DataTree::new()));
+        w.buf.put_i64(1);
+        w.buf.put_u64(hash);
+        w.buf.put_i32(1);
+        w.node(&SharedPath::from("/a"), &node(7)).unwrap();
+        w.finish().unwrap();
+        out
+    }
+
+    /// Whether the merge reads the bucket (the newest holding its hash) or
+    /// skips it (a newer delta replaced it), a znode in the wrong bucket
+    /// is found.
+    #[test]
+    fn a_znode_in_a_bucket_of_another_hash_is_refused_read_or_skipped() {
+        let base = snapshot(&tracked_tree());
+        assert!(load(&base, &[delta_of_a_at(path_hash("/a"))]).is_ok());
+        let elsewhere = path_hash("/a") ^ 1;
+        let replaced = [
+            delta_of_a_at(elsewhere),
+            delta_of_empty_buckets(&[elsewhere]),
+        ];
+        for deltas in [&replaced[..1], &replaced[..]] {
+            let refused = load(&base, deltas);
+            assert!(
+                matches!(&refused, Err(SnapshotError::Corrupt(e)) if e.contains("is in a delta's bucket")),
+                "{} deltas: {refused:?}",
+                deltas.len()
+            );
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ use jute::{Acl, Id};
 
 use crate::acl::AclList;
 use crate::node::{Children, Node, OwnerKind, SharedNode, StatPersisted};
-use crate::nodes::{Nodes, NodesLoader};
+use crate::nodes::{path_hash, Nodes, NodesLoader};
 use crate::path;
 use crate::path_set::PathSet;
 use crate::prefetch;
@@ -157,7 +157,7 @@ impl<'a> SnapWriter<'a> {
         self.maybe_flush()
     }
 
-    /// A node as [`read_encoded_node`] read it.
+    /// A node as the bytes it takes, as [`peek_node`] measured them.
     pub(crate) fn encoded_node(&mut self, bytes: &[u8]) -> io::Result<()> {
         if bytes.len() < UNBUFFERED_DATA_BYTES {
             self.buf.put_slice(bytes);
@@ -596,6 +596,26 @@ impl<'a> SnapshotNodes<'a> {
 }
 
 impl SnapshotNodes<'_> {
+    /// The path hash and length of the next node, left to be read
+    /// ([`SnapshotNodes::read_peeked`]); `None` once every node was read
+    /// and the checksum matched.
+    pub(crate) fn peek(&mut self) -> Result<Option<(u64, usize)>, SnapshotError> {
+        if self.left == 0 {
+            self.r.check_crc()?;
+            return Ok(None);
+        }
+        peek_node(&mut self.r).map(Some)
+    }
+
+    /// The node last peeked at, as `read` reads it.
+    pub(crate) fn read_peeked<T>(
+        &mut self,
+        read: impl FnOnce(&mut SnapReader) -> Result<T, SnapshotError>,
+    ) -> Result<T, SnapshotError> {
+        self.left -= 1;
+        read(&mut self.r)
+    }
+
     /// The next node as `read` reads it; `None` once every node was read
     /// and the checksum matched.
     pub(crate) fn next_with<T>(
@@ -620,12 +640,10 @@ impl NodeSource for SnapshotNodes<'_> {
     }
 }
 
-/// The next node's path and all the bytes it takes, as
-/// [`SnapWriter::node`] wrote them, found by their lengths without
-/// decoding the rest.
-pub(crate) fn read_encoded_node<'r>(
-    r: &'r mut SnapReader,
-) -> Result<(&'r str, &'r [u8]), SnapshotError> {
+/// The path hash of the node the reader is at and all the bytes it takes,
+/// as [`SnapWriter::node`] wrote them, found by their lengths and left to
+/// be read: a merge reads only the nodes it keeps, and skips the rest.
+pub(crate) fn peek_node(r: &mut SnapReader) -> Result<(u64, usize), SnapshotError> {
     let path_len = r.length_at(0)?;
     let data_at = 4 + path_len;
     let data_len = match r.i32_at(data_at)? {
@@ -634,10 +652,9 @@ pub(crate) fn read_encoded_node<'r>(
     };
     let acl_at = data_at + 4 + data_len;
     let len = acl_at + r.acl_len_at(acl_at)? + STAT_BYTES;
-    let bytes = r.take(len)?;
     let path =
-        std::str::from_utf8(&bytes[4..data_at]).map_err(|_| corrupt("string is not UTF-8"))?;
-    Ok((path, bytes))
+        std::str::from_utf8(&r.peek(data_at)?[4..]).map_err(|_| corrupt("string is not UTF-8"))?;
+    Ok((path_hash(path), len))
 }
 
 pub(crate) fn read_node(
@@ -760,7 +777,7 @@ impl<'a> SnapReader<'a> {
     }
 
     /// The next `len` bytes.
-    fn take(&mut self, len: usize) -> Result<&[u8], SnapshotError> {
+    pub(crate) fn take(&mut self, len: usize) -> Result<&[u8], SnapshotError> {
         self.peek(len)?;
         let field = &self.buf[self.at..self.at + len];
         self.at += len;
