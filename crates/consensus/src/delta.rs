@@ -9,40 +9,57 @@ use std::path::{Path, PathBuf};
 
 use storage::{SnapshotPieces, SnapshotStore};
 
-use crate::Error;
+use crate::snapshot::{read_membership, write_membership};
+use crate::{Error, Membership};
 
 /// Where a delta sits: the log index and term it holds everything up to,
-/// the whole snapshot it builds on, and the snapshot or delta before it,
-/// whose changes it does not repeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// the whole snapshot it builds on, the snapshot or delta before it,
+/// whose changes it does not repeat, and the group's membership as of
+/// its index, which raft restarts with when the delta is loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct DeltaMeta {
     pub index: u64,
     pub term: u64,
     pub base: u64,
     pub previous: u64,
+    pub membership: Membership,
 }
 
-const META_BYTES: usize = 32;
+/// The first bytes of a delta. Deltas written before their header held
+/// the membership begin with their index, whose high bytes are zero, so a
+/// restart refuses them and goes on from the snapshot and the log.
+const FORMAT: [u8; 4] = *b"PDd2";
+
+const POSITION_BYTES: usize = 32;
 
 impl DeltaMeta {
     fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
+        out.write_all(&FORMAT)?;
         for field in [self.index, self.term, self.base, self.previous] {
             out.write_all(&field.to_be_bytes())?;
         }
-        Ok(())
+        write_membership(out, &self.membership)
     }
 
     fn read_from(input: &mut dyn Read) -> Result<Self, Error> {
-        let mut bytes = [0u8; META_BYTES];
-        input
-            .read_exact(&mut bytes)
-            .map_err(|e| Error::BadSnapshotHeader(format!("a delta's header: {e}")))?;
+        let header_error =
+            |e: io::Error| Error::BadSnapshotHeader(format!("a delta's header: {e}"));
+        let mut format = [0u8; FORMAT.len()];
+        input.read_exact(&mut format).map_err(header_error)?;
+        if format != FORMAT {
+            return Err(Error::BadSnapshotHeader(format!(
+                "a delta begins with {format:02x?}, not the {FORMAT:02x?} of this version's deltas"
+            )));
+        }
+        let mut bytes = [0u8; POSITION_BYTES];
+        input.read_exact(&mut bytes).map_err(header_error)?;
         let field = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         Ok(DeltaMeta {
             index: field(0),
             term: field(8),
             base: field(16),
             previous: field(24),
+            membership: read_membership(input)?,
         })
     }
 }
@@ -123,6 +140,7 @@ mod tests {
             term: 1,
             base,
             previous,
+            membership: Membership::new(vec![1, 2, 3], vec![4]),
         };
         deltas
             .save(&meta, |out| out.write_all(&index.to_be_bytes()))
@@ -162,5 +180,42 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
         deltas.keep_only_chain(30, 30);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_header_holds_the_membership_joint_state_and_all() {
+        let mut joint = Membership::new(vec![1, 2, 4], vec![5]);
+        joint.voters_outgoing = vec![1, 2, 3];
+        joint.learners_next = vec![3];
+        joint.auto_leave = true;
+        for membership in [Membership::new(vec![7], vec![]), joint] {
+            let meta = DeltaMeta {
+                index: 90,
+                term: 3,
+                base: 40,
+                previous: 60,
+                membership,
+            };
+            let mut bytes = Vec::new();
+            meta.write_to(&mut bytes).unwrap();
+            assert_eq!(DeltaMeta::read_from(&mut bytes.as_slice()).unwrap(), meta);
+        }
+    }
+
+    #[test]
+    fn a_delta_of_the_format_before_ends_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let deltas = Deltas::open(dir.path()).unwrap();
+        save(&deltas, 20, 10, 10);
+        let store = SnapshotStore::open(dir.path()).unwrap();
+        store
+            .save(30, usize::MAX, |out| {
+                for field in [30u64, 1, 10, 20] {
+                    out.write_all(&field.to_be_bytes())?;
+                }
+                out.write_all(&30u64.to_be_bytes())
+            })
+            .unwrap();
+        assert_eq!(chain_of(&deltas, 10), [(20, 10)]);
     }
 }

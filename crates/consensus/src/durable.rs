@@ -20,7 +20,7 @@ use crate::log_index::{LogIndex, Slot};
 use crate::log_store::{LogStore, ENTRY_CACHE_BYTES_MAX};
 use crate::record::{self, LogRecord, Record};
 use crate::snapshot::SnapshotMeta;
-use crate::Error;
+use crate::{DeltaMeta, Error};
 
 /// What recovery keeps of the WAL's records, which it is handed one at a
 /// time as the log is read: the last hard state, and each entry raft still
@@ -278,6 +278,15 @@ pub fn read_stopped_log(dir: &Path, snapshot_index: u64) -> Result<StoppedLog, E
     })
 }
 
+/// What a state machine was restored from as raft starts on its log: the
+/// snapshot the log was read after, and the last of the deltas loaded
+/// over it, if any.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Restored<'a> {
+    pub snapshot: Option<&'a SnapshotMeta>,
+    pub last_delta: Option<&'a DeltaMeta>,
+}
+
 pub(crate) struct DurableLog {
     dir: PathBuf,
     wal: Wal,
@@ -287,6 +296,8 @@ pub(crate) struct DurableLog {
     /// Whether recovery found a hard state: without one, the votes this
     /// server cast before (if any) are lost.
     found_hard_state: bool,
+    /// What the state machine holds every entry up to as raft starts.
+    applied_at_start: u64,
 }
 
 impl DurableLog {
@@ -301,17 +312,23 @@ impl DurableLog {
         snapshot: Option<&SnapshotMeta>,
     ) -> Result<Self, Error> {
         let read = RecoveredLog::read(dir, snapshot.map_or(0, |s| s.index))?;
-        Self::over(read, voters, learners, snapshot)
+        let restored = Restored {
+            snapshot,
+            last_delta: None,
+        };
+        Self::over(read, voters, learners, restored)
     }
 
-    /// The log `read` found, over `snapshot`, the one it was read after;
+    /// The log `read` found, over what the state machine was `restored`
+    /// from (the snapshot the log was read after, and its last delta);
     /// when there is neither snapshot nor log, a new group of `voters`.
     pub(crate) fn over(
         read: RecoveredLog,
         voters: &[u64],
         learners: &[u64],
-        snapshot: Option<&SnapshotMeta>,
+        restored: Restored<'_>,
     ) -> Result<Self, Error> {
+        let snapshot = restored.snapshot;
         let RecoveredLog {
             dir,
             read_after,
@@ -338,6 +355,15 @@ impl DurableLog {
         hard_state.commit = hard_state
             .commit
             .clamp(recovered.snapshot_index, recovered.last_index());
+        let applied_at_start = match restored.last_delta {
+            Some(delta)
+                if delta.index > recovered.snapshot_index && delta.index <= hard_state.commit =>
+            {
+                log.set_conf_state(delta.membership.to_raft());
+                delta.index
+            }
+            _ => snapshot.map_or(0, |s| s.index),
+        };
         let (older, entries, locations) = recovered.split();
         log.start_with_uncached(older);
         log.append(&entries, &locations);
@@ -348,7 +374,16 @@ impl DurableLog {
             log,
             latest_snapshot: Arc::new(Mutex::new(snapshot.cloned())),
             found_hard_state,
+            applied_at_start,
         })
+    }
+
+    /// What the state machine holds every entry up to as raft starts,
+    /// which raft does not hand out again: its last delta's index when the
+    /// log knows that entry committed (else the state machine passes over
+    /// the entries the delta holds itself), or its snapshot's.
+    pub(crate) fn applied_at_start(&self) -> u64 {
+        self.applied_at_start
     }
 
     /// Whether the log held a hard state (term and vote) when opened.

@@ -57,7 +57,7 @@ mod transport;
 pub use arriving::ArrivingSnapshot;
 pub use backlog::Unapplied;
 pub use delta::{delta_dir, DeltaMeta, Deltas};
-pub use durable::{read_stopped_log, RecoveredLog, StoppedLog};
+pub use durable::{read_stopped_log, RecoveredLog, Restored, StoppedLog};
 pub use error::Error;
 pub use fence::Control;
 pub use hand_off::HandOff;

@@ -102,6 +102,12 @@ impl LogStore {
         core.cache_bytes = 0;
     }
 
+    /// Sets the membership raft starts with, when the state machine was
+    /// restored past the snapshot to a point whose membership it knows.
+    pub(crate) fn set_conf_state(&self, conf_state: ConfState) {
+        self.core().conf_state = conf_state;
+    }
+
     /// Takes `older`, entries known by term and location only, which
     /// raft's reads will fetch from the log: recovery's older entries,
     /// before it [`LogStore::append`]s the newest.

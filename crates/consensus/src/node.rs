@@ -40,7 +40,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::oneshot;
 
 use crate::backlog::{Backlog, Unapplied};
-use crate::durable::{DurableLog, RaftStore, RecoveredLog};
+use crate::durable::{DurableLog, RaftStore, RecoveredLog, Restored};
 use crate::fence::{Control, Fence};
 use crate::hand_off::{self, Follower, HandOff};
 use crate::inbox::{self, Bell, Commands, Inbox};
@@ -287,21 +287,22 @@ impl<W> Clone for Consensus<W> {
 }
 
 impl<W: Send + 'static> Consensus<W> {
-    /// Starts the thread on `log`, the log read after `snapshot` (the one
-    /// the state machine was restored from). Committed entries after the
-    /// snapshot arrive on `committed`, replayed ones first; messages for
-    /// other servers leave through `network`.
+    /// Starts the thread on `log`, the log read after the snapshot the
+    /// state machine was `restored` from. Committed entries after what the
+    /// state machine holds (the snapshot, or the last delta loaded over it)
+    /// arrive on `committed`, replayed ones first; messages for other
+    /// servers leave through `network`.
     ///
     /// When the thread stops — every handle dropped, or a storage error,
     /// which it logs — it drops `committed`, so the receiver sees the end.
     pub fn start(
         config: Config,
         log: RecoveredLog,
-        snapshot: Option<&SnapshotMeta>,
+        restored: Restored<'_>,
         committed: UnboundedSender<Applying<W>>,
         network: Arc<dyn Network>,
     ) -> Result<Self, Error> {
-        let log = DurableLog::over(log, &config.voters, &config.learners, snapshot)?;
+        let log = DurableLog::over(log, &config.voters, &config.learners, restored)?;
         let fence = Fence::open(
             &config.log_dir,
             config.id,
@@ -324,7 +325,7 @@ impl<W: Send + 'static> Consensus<W> {
             id: config.id,
             election_tick: config.election_ticks,
             heartbeat_tick: (config.election_ticks / 10).max(1),
-            applied: snapshot.map_or(0, |s| s.index),
+            applied: log.applied_at_start(),
             pre_vote: true,
             check_quorum: true,
             // A follower far behind is sent the whole window at once, read
@@ -1588,6 +1589,7 @@ fn lost_log(matched: u64, message: &Message) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::DeltaMeta;
 
     #[test]
     fn a_request_is_given_up_after_the_ticks_that_make_its_timeout() {
@@ -1628,10 +1630,19 @@ mod tests {
         dir: &std::path::Path,
         committed: UnboundedSender<Applying<u32>>,
     ) -> Consensus<u32> {
+        start_alone_restored(dir, committed, Restored::default())
+    }
+
+    /// A group of one on the log in `dir`, its state machine `restored`.
+    fn start_alone_restored(
+        dir: &std::path::Path,
+        committed: UnboundedSender<Applying<u32>>,
+        restored: Restored<'_>,
+    ) -> Consensus<u32> {
         Consensus::start(
             config(dir),
             read_log(dir),
-            None,
+            restored,
             committed,
             Arc::new(NoPeers),
         )
@@ -1716,6 +1727,63 @@ mod tests {
                 .collect::<Vec<_>>(),
             "the same entries at the same indexes, without waiters"
         );
+    }
+
+    #[test]
+    fn a_restart_from_a_delta_hands_out_only_the_entries_after_it_with_its_membership() {
+        let dir = tempfile::tempdir().unwrap();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let node = start_alone(dir.path(), tx);
+        for i in 0..6u32 {
+            node.propose(vec![i as u8], i).unwrap();
+        }
+        let indexes: Vec<u64> = collect(&mut rx, 6).iter().map(|(i, ..)| *i).collect();
+        node.shutdown();
+        drop(rx);
+        // Restarts on the log with `delta` loaded, collecting `count`
+        // entries with data.
+        let restart = |delta: &DeltaMeta, count: usize| {
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            let restored = Restored {
+                snapshot: None,
+                last_delta: Some(delta),
+            };
+            let node = start_alone_restored(dir.path(), tx, restored);
+            let handed: Vec<u64> = collect(&mut rx, count).iter().map(|(i, ..)| *i).collect();
+            let membership = node.status().membership();
+            node.shutdown();
+            (handed, membership)
+        };
+
+        let with_a_learner = Membership::new(vec![1], vec![9]);
+        let delta = DeltaMeta {
+            index: indexes[3],
+            term: 1,
+            base: 0,
+            previous: 0,
+            membership: with_a_learner.clone(),
+        };
+        let (handed, membership) = restart(&delta, 2);
+        assert_eq!(
+            handed,
+            indexes[4..],
+            "the entries the delta holds are not handed out"
+        );
+        assert_eq!(
+            membership, with_a_learner,
+            "raft restarts with the delta's membership"
+        );
+
+        // A delta past what the log knows committed (its entries lost with
+        // an unsynced tail, say): raft hands out all it has, with the
+        // membership it knew, and the state machine passes over the rest.
+        let ahead = DeltaMeta {
+            index: indexes[5] + 10,
+            ..delta
+        };
+        let (handed, membership) = restart(&ahead, 6);
+        assert_eq!(handed, indexes);
+        assert_eq!(membership, Membership::new(vec![1], vec![]));
     }
 
     /// The waiters of the entries already handed to the state machine.
@@ -1932,7 +2000,7 @@ mod tests {
             wires: wires.clone(),
         });
         let log = read_log(&config.log_dir);
-        let node = Consensus::start(config, log, None, tx, port).unwrap();
+        let node = Consensus::start(config, log, Restored::default(), tx, port).unwrap();
         wires.nodes.lock().unwrap().insert(id, node);
         rx
     }

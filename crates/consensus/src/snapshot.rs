@@ -31,38 +31,18 @@ pub struct SnapshotMeta {
 
 impl SnapshotMeta {
     fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
-        let m = &self.membership;
-        let joint = m.is_joint() || !m.learners_next.is_empty() || m.auto_leave;
         out.write_all(&self.index.to_be_bytes())?;
         out.write_all(&self.term.to_be_bytes())?;
-        let flag = if joint { JOINT_FIELDS } else { 0 };
-        write_ids(out, &m.voters, flag)?;
-        write_ids(out, &m.learners, 0)?;
-        if joint {
-            write_ids(out, &m.voters_outgoing, 0)?;
-            write_ids(out, &m.learners_next, 0)?;
-            out.write_all(&[u8::from(m.auto_leave)])?;
-        }
-        Ok(())
+        write_membership(out, &self.membership)
     }
 
     pub(crate) fn read_from(input: &mut dyn Read) -> Result<Self, Error> {
         let index = u64_from(input)?;
         let term = u64_from(input)?;
-        let (voters, joint) = ids_from(input)?;
-        let (learners, _) = ids_from(input)?;
-        let mut membership = Membership::new(voters, learners);
-        if joint {
-            membership.voters_outgoing = ids_from(input)?.0;
-            membership.learners_next = ids_from(input)?.0;
-            let mut auto_leave = [0u8];
-            read_exact(input, &mut auto_leave)?;
-            membership.auto_leave = auto_leave[0] != 0;
-        }
         Ok(Self {
             index,
             term,
-            membership,
+            membership: read_membership(input)?,
         })
     }
 
@@ -88,6 +68,36 @@ impl SnapshotMeta {
     pub(crate) fn conf_state(&self) -> ConfState {
         self.membership.to_raft()
     }
+}
+
+/// Writes `m` as a snapshot's or a delta's header holds it: the voters
+/// and learners, and the joint state's fields only when it has them.
+pub(crate) fn write_membership(out: &mut dyn Write, m: &Membership) -> io::Result<()> {
+    let joint = m.is_joint() || !m.learners_next.is_empty() || m.auto_leave;
+    let flag = if joint { JOINT_FIELDS } else { 0 };
+    write_ids(out, &m.voters, flag)?;
+    write_ids(out, &m.learners, 0)?;
+    if joint {
+        write_ids(out, &m.voters_outgoing, 0)?;
+        write_ids(out, &m.learners_next, 0)?;
+        out.write_all(&[u8::from(m.auto_leave)])?;
+    }
+    Ok(())
+}
+
+/// Reads what [`write_membership`] wrote.
+pub(crate) fn read_membership(input: &mut dyn Read) -> Result<Membership, Error> {
+    let (voters, joint) = ids_from(input)?;
+    let (learners, _) = ids_from(input)?;
+    let mut membership = Membership::new(voters, learners);
+    if joint {
+        membership.voters_outgoing = ids_from(input)?.0;
+        membership.learners_next = ids_from(input)?.0;
+        let mut auto_leave = [0u8];
+        read_exact(input, &mut auto_leave)?;
+        membership.auto_leave = auto_leave[0] != 0;
+    }
+    Ok(membership)
 }
 
 fn write_ids(out: &mut dyn Write, ids: &[u64], flag: u32) -> io::Result<()> {

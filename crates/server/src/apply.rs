@@ -331,7 +331,9 @@ impl ApplyLoop {
 
     /// Passes over the entries the tree was loaded with (from deltas, at
     /// the start), following only their membership changes; gives the
-    /// rest of `batch`.
+    /// rest of `batch`. Raft hands them out only when its log did not
+    /// record them committed before the restart; the tree's applied index
+    /// and zxid already stand at the last delta's.
     fn pass_loaded(&mut self, batch: Vec<CommittedEntry<Waiter>>) -> Vec<CommittedEntry<Waiter>> {
         if batch
             .first()
@@ -346,11 +348,6 @@ impl ApplyLoop {
                 continue;
             }
             self.take_membership(&mut entry);
-            let mut published = self.shared.published();
-            published.applied_index = entry.index;
-            if !entry.data.is_empty() {
-                published.last_zxid = entry.index as i64;
-            }
         }
         rest
     }
@@ -566,12 +563,12 @@ impl ApplyLoop {
         let writing = match tip_and_changes {
             Some((tip, changes)) if kind == SnapshotKind::Delta && tip.takes_a_delta() => {
                 self.snapshot_schedule.delta_started();
-                Writing::Delta(delta_meta(index, term, tip), changes)
+                Writing::Delta(self.delta_meta(index, term, tip), changes)
             }
             Some((tip, changes)) => {
                 self.snapshot_schedule.restart(TreeSize::of(&tree));
                 let meta = self.whole_meta(index, term);
-                Writing::Folded(meta, delta_meta(index, term, tip), changes)
+                Writing::Folded(meta, self.delta_meta(index, term, tip), changes)
             }
             None => {
                 self.snapshot_schedule.restart(TreeSize::of(&tree));
@@ -600,15 +597,16 @@ impl ApplyLoop {
             membership: self.membership.clone(),
         }
     }
-}
 
-/// A delta at `index` following on `tip`.
-fn delta_meta(index: u64, term: u64, tip: ChainTip) -> DeltaMeta {
-    DeltaMeta {
-        index,
-        term,
-        base: tip.base,
-        previous: tip.last,
+    /// A delta at `index` following on `tip`.
+    fn delta_meta(&self, index: u64, term: u64, tip: ChainTip) -> DeltaMeta {
+        DeltaMeta {
+            index,
+            term,
+            base: tip.base,
+            previous: tip.last,
+            membership: self.membership.clone(),
+        }
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use consensus::{
-    Consensus, DeltaMeta, Deltas, HandOff, Membership, PeerNetwork, RecoveredLog, Role,
+    Consensus, DeltaMeta, Deltas, HandOff, Membership, PeerNetwork, RecoveredLog, Restored, Role,
     SnapshotMeta, SnapshotPieces, Snapshots,
 };
 use tokio::net::{TcpListener, TcpSocket};
@@ -143,7 +143,7 @@ pub async fn run(
         Starting {
             tree,
             mut snapshot_meta,
-            deltas: loaded_deltas,
+            deltas: mut loaded_deltas,
             reconfigured,
         },
         log,
@@ -157,12 +157,17 @@ pub async fn run(
     // snapshots written before their header kept the learners: a group
     // restarted from one would no longer replicate to observers.
     let static_membership = Membership::new(voters.clone(), learners.clone());
-    if let Some(meta) = snapshot_meta.as_mut().filter(|_| !reconfigured) {
-        meta.membership = static_membership.clone();
+    let loaded_memberships = (snapshot_meta.iter_mut().map(|meta| &mut meta.membership))
+        .chain(loaded_deltas.last_mut().map(|delta| &mut delta.membership));
+    if !reconfigured {
+        loaded_memberships.for_each(|loaded| *loaded = static_membership.clone());
     }
-    let membership = snapshot_meta
-        .as_ref()
-        .map_or(static_membership, |meta| meta.membership.clone());
+    let last_delta = loaded_deltas.last();
+    let membership = match (last_delta, &snapshot_meta) {
+        (Some(delta), _) => delta.membership.clone(),
+        (None, Some(meta)) => meta.membership.clone(),
+        (None, None) => static_membership,
+    };
     let network = ensemble
         .as_ref()
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
@@ -185,7 +190,10 @@ pub async fn run(
         &config,
         raft,
         StartingPoint {
-            snapshot: snapshot_meta.as_ref(),
+            restored: Restored {
+                snapshot: snapshot_meta.as_ref(),
+                last_delta,
+            },
             log,
         },
         &snapshots,
@@ -194,7 +202,12 @@ pub async fn run(
         shared_later.clone(),
     )?;
 
-    let applied_index = snapshot_meta.as_ref().map_or(0, |m| m.index);
+    // The tree holds every entry up to its last delta, whether or not
+    // raft hands out the entries the delta holds (see `pass_loaded`).
+    let applied_index = match (last_delta, &snapshot_meta) {
+        (Some(delta), _) => delta.index,
+        (None, snapshot) => snapshot.as_ref().map_or(0, |m| m.index),
+    };
     let shared = Arc::new(Shared {
         server_id,
         published: Mutex::new(Published {
@@ -334,11 +347,11 @@ fn client_security(
     Ok((sasl_users, client_tls))
 }
 
-/// Where replication starts: the snapshot the tree was loaded from, and
-/// the raft log read after it while the tree loaded (none when the server
-/// was configured to observe ZooKeeper).
+/// Where replication starts: the snapshot and deltas the tree was loaded
+/// from, and the raft log read after the snapshot while the tree loaded
+/// (none when the server was configured to observe ZooKeeper).
 struct StartingPoint<'a> {
-    snapshot: Option<&'a SnapshotMeta>,
+    restored: Restored<'a>,
     log: Option<RecoveredLog>,
 }
 
@@ -359,7 +372,7 @@ fn start_replication(
         let observer = crate::zookeeper_observer::start(
             config,
             raft.id,
-            from.snapshot,
+            from.restored.snapshot,
             snapshots.clone(),
             committed,
             shared,
@@ -378,10 +391,10 @@ fn start_replication(
     // while its tree loaded, and may have found there that it took over.
     let log = match from.log {
         Some(log) => log,
-        None => RecoveredLog::read(&raft.log_dir, from.snapshot.map_or(0, |m| m.index))?,
+        None => RecoveredLog::read(&raft.log_dir, from.restored.snapshot.map_or(0, |m| m.index))?,
     };
     Ok(Replication {
-        consensus: Consensus::start(raft, log, from.snapshot, committed, peers)?,
+        consensus: Consensus::start(raft, log, from.restored, committed, peers)?,
         revalidate: None,
         takeover: None,
     })
