@@ -228,6 +228,45 @@ def test_a_snapshot_folded_from_deltas_holds_the_tree(server_factory, kazoo_fact
     zk.stop()
 
 
+def snapshots_written(log):
+    """The snapshots the server wrote, in order: each one's log index and
+    kind (whole, delta or folded)."""
+    log = re.sub(r"\x1b\[[0-9;]*m", "", log)
+    return [(int(index), kind) for index, kind in re.findall(r'zxid=(\d+) kind="(\w+)"', log)]
+
+
+def test_a_snapshot_after_most_of_the_tree_changed_is_written_whole(server_factory, kazoo_factory):
+    """Once one multi rewrote every znode of a tree in deltas, the next
+    snapshot is written whole from the tree, neither a delta (as large as
+    the tree) nor folded (reading the chain's files to replace all they
+    hold), and a killed server comes back from it with every version and
+    zxid as they were."""
+    s = server_factory(SNAPSHOT_EVERY)
+    zk = kazoo_factory(s)
+    write_a_tree_in_deltas(zk)
+    rewrite = zk.transaction()
+    for name in zk.get_children("/d"):
+        rewrite.set_data(f"/d/{name}", b"rewritten")
+    rewrite.commit()
+    rewritten_at = zk.exists(f"/d/n{KEPT[0]:04}").mzxid
+    for round in range(30):
+        set_a_round(zk, round)
+        written = snapshots_written(s.stderr_tail(10_000))
+        after = [(index, kind) for index, kind in written if index >= rewritten_at]
+        if after:
+            break
+    else:
+        pytest.fail("no snapshot written after the rewrite in 30 rounds")
+    assert after[0][1] == "whole", written
+    expected = state_of(zk, "/d")
+    zk.stop()
+
+    s.restart(kill=True)
+    zk = kazoo_factory(s)
+    assert state_of(zk, "/d") == expected
+    zk.stop()
+
+
 def test_a_damaged_delta_gives_way_to_the_snapshot_and_the_log(server_factory, kazoo_factory):
     """A delta found damaged while the restart reads it: the server says so,
     and starts from the whole snapshot and the log after it instead."""

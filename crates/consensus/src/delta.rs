@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use storage::{SnapshotPieces, SnapshotStore};
 
 use crate::snapshot::{read_membership, write_membership};
-use crate::{Error, Membership};
+use crate::{Error, Membership, SnapshotMeta};
 
 /// Where a delta sits: the log index and term it holds everything up to,
 /// the whole snapshot it builds on, the snapshot or delta before it,
@@ -33,6 +33,16 @@ const FORMAT: [u8; 4] = *b"PDd2";
 const POSITION_BYTES: usize = 32;
 
 impl DeltaMeta {
+    /// A whole snapshot's place at this delta's index, for a snapshot
+    /// written whole where a delta was due.
+    pub fn as_whole(&self) -> SnapshotMeta {
+        SnapshotMeta {
+            index: self.index,
+            term: self.term,
+            membership: self.membership.clone(),
+        }
+    }
+
     fn write_to(&self, out: &mut dyn Write) -> io::Result<()> {
         out.write_all(&FORMAT)?;
         for field in [self.index, self.term, self.base, self.previous] {

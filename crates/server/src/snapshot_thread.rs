@@ -13,6 +13,13 @@
 //! nodes map. Among 10M znodes a whole snapshot takes 10-16 s at
 //! background priority, and writes cost about twice as much as long as it
 //! held its clone.
+//!
+//! But not when the changes since the last snapshot name half the tree or
+//! more (a client that rewrote or deleted most of it): that delta alone
+//! would hold the clone about as long as the whole tree does, and the fold
+//! would then read the whole snapshot and every delta to rewrite what it
+//! already replaced. Such a snapshot, delta or whole, is written whole
+//! from the clone.
 
 use std::io::{self, Read};
 use std::sync::Arc;
@@ -61,7 +68,7 @@ pub fn write_snapshot(
         followed,
         running,
     };
-    match writing {
+    match whole_if_most_changed(writing, &tree) {
         Writing::Whole(meta) => writer.whole(&meta, &tree),
         Writing::Delta(meta, changes) => {
             writer.delta(&meta, &changes, &tree);
@@ -74,6 +81,24 @@ pub fn write_snapshot(
             }
         }
     }
+}
+
+/// `writing`, or the tree whole if its changes name at least half as
+/// many buckets as the tree holds znodes: a delta of them would take about
+/// as long as the whole tree, with the same clone held, and a fold would
+/// then read the chain's files to rewrite what that delta already
+/// replaced. A whole snapshot starts the chain afresh.
+fn whole_if_most_changed(mut writing: Writing, tree: &DataTree) -> Writing {
+    if let Writing::Delta(meta, changes) | Writing::Folded(_, meta, changes) = &mut writing {
+        if changed_most_of(changes.bucket_count(), tree.snapshot_node_count()) {
+            return Writing::Whole(meta.as_whole());
+        }
+    }
+    writing
+}
+
+fn changed_most_of(buckets: usize, nodes: u64) -> bool {
+    buckets as u64 >= nodes.div_ceil(2)
 }
 
 struct Writer<'a> {
@@ -227,5 +252,22 @@ pub fn read_to_its_end(file: &mut dyn Read, what: &str) -> io::Result<()> {
     match file.read(&mut past_the_tree)? {
         0 => Ok(()),
         _ => Err(io::Error::other(format!("{what} goes on past its tree"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_to_half_the_tree_or_more_write_it_whole() {
+        assert!(!changed_most_of(0, 1));
+        assert!(changed_most_of(0, 0));
+        assert!(!changed_most_of(49, 99));
+        assert!(changed_most_of(50, 99));
+        assert!(changed_most_of(50, 100));
+        assert!(!changed_most_of(100_000, 10_000_000));
+        // Deletes leave buckets with no znode: more than the tree holds.
+        assert!(changed_most_of(1_000_100, 601_526));
     }
 }

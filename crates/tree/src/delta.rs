@@ -54,6 +54,13 @@ const PREFETCH_BUCKETS: usize = 32;
 pub struct Changes(Vec<u64>);
 
 impl Changes {
+    /// How many buckets changed. Tidies the record, so that a delta
+    /// written of it then has little left to sort.
+    pub fn bucket_count(&mut self) -> usize {
+        tidy(&mut self.0);
+        self.0.len()
+    }
+
     /// The hashes, ascending, each once: sorted by whoever writes the
     /// delta, not by the apply loop that takes them.
     fn buckets(&self) -> Vec<u64> {
