@@ -71,7 +71,11 @@ pub fn topology(servers: usize) -> String {
     }
 }
 
-/// ZooKeeper's heap: enough for the largest state the plan builds.
+/// ZooKeeper's heap for the runs that grow the data to 8-10 GB, all of
+/// which it holds in its heap.
+const BIG_STATE_ZK_HEAP_MB: u32 = 18_432;
+
+/// ZooKeeper's heap: enough for the largest state the other runs build.
 fn zk_heap_mb(quick: bool) -> u32 {
     if quick {
         1024
@@ -147,8 +151,10 @@ fn plan(quick: bool) -> Vec<Planned> {
         Job::TreeSize(args)
     });
     let treesize = Job::TreeSize(treesize_args);
+    // Issue 11's stall goals hold to 8 GB of data, which ZooKeeper holds
+    // in its heap.
     let statesize = Job::StateSize(statesize::StateSizeArgs {
-        megabytes: q(64, 2048),
+        megabytes: q(64, 8192),
         value_size: 10_240,
         loaders: 4,
         step_megabytes: q(8, 128),
@@ -217,16 +223,15 @@ fn plan(quick: bool) -> Vec<Planned> {
         // no snapshot at all; the point is the latency while one is taken.
         Planned {
             snap_count: quick.then_some(2000),
+            zk_heap_mb: (!quick).then_some(BIG_STATE_ZK_HEAP_MB),
             ..planned(1, statesize)
         },
     ];
     if !quick {
         runs.push(planned(1, rebalance.clone()));
         runs.push(planned(1, session_storm.clone()));
-        // About 10 GB of data at its largest, which ZooKeeper holds in its
-        // heap.
         runs.push(Planned {
-            zk_heap_mb: Some(18_432),
+            zk_heap_mb: Some(BIG_STATE_ZK_HEAP_MB),
             ..planned(
                 1,
                 Job::Crud(crud::CrudArgs {
