@@ -287,6 +287,14 @@ pub struct Restored<'a> {
     pub last_delta: Option<&'a DeltaMeta>,
 }
 
+impl Restored<'_> {
+    /// Where the state machine stands: at its last delta, else at its
+    /// snapshot; `None` when it was restored from neither.
+    pub fn state_at(&self) -> Option<SnapshotMeta> {
+        (self.last_delta.map(DeltaMeta::as_whole)).or_else(|| self.snapshot.cloned())
+    }
+}
+
 pub(crate) struct DurableLog {
     dir: PathBuf,
     wal: Wal,

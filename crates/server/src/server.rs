@@ -162,12 +162,12 @@ pub async fn run(
     if !reconfigured {
         loaded_memberships.for_each(|loaded| *loaded = static_membership.clone());
     }
-    let last_delta = loaded_deltas.last();
-    let membership = match (last_delta, &snapshot_meta) {
-        (Some(delta), _) => delta.membership.clone(),
-        (None, Some(meta)) => meta.membership.clone(),
-        (None, None) => static_membership,
+    let restored = Restored {
+        snapshot: snapshot_meta.as_ref(),
+        last_delta: loaded_deltas.last(),
     };
+    let tree_at = restored.state_at();
+    let membership = (tree_at.as_ref()).map_or(static_membership, |at| at.membership.clone());
     let network = ensemble
         .as_ref()
         .map(|_| PeerNetwork::new(snapshots.clone(), config.snapshots_retained()));
@@ -189,13 +189,7 @@ pub async fn run(
     } = start_replication(
         &config,
         raft,
-        StartingPoint {
-            restored: Restored {
-                snapshot: snapshot_meta.as_ref(),
-                last_delta,
-            },
-            log,
-        },
+        StartingPoint { restored, log },
         &snapshots,
         committed_tx,
         network.clone(),
@@ -204,10 +198,7 @@ pub async fn run(
 
     // The tree holds every entry up to its last delta, whether or not
     // raft hands out the entries the delta holds (see `pass_loaded`).
-    let applied_index = match (last_delta, &snapshot_meta) {
-        (Some(delta), _) => delta.index,
-        (None, snapshot) => snapshot.as_ref().map_or(0, |m| m.index),
-    };
+    let applied_index = tree_at.map_or(0, |at| at.index);
     let shared = Arc::new(Shared {
         server_id,
         published: Mutex::new(Published {
