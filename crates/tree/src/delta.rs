@@ -22,6 +22,7 @@
 //! crc32c u32 of every byte before it
 //! ```
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
@@ -62,11 +63,15 @@ impl Changes {
     }
 
     /// The hashes, ascending, each once: sorted by whoever writes the
-    /// delta, not by the apply loop that takes them.
-    fn buckets(&self) -> Vec<u64> {
+    /// delta, not by the apply loop that takes them; borrowed when
+    /// [`Changes::bucket_count`] sorted them already.
+    fn buckets(&self) -> Cow<'_, [u64]> {
+        if self.0.is_sorted_by(|a, b| a < b) {
+            return Cow::Borrowed(&self.0);
+        }
         let mut hashes = self.0.clone();
         tidy(&mut hashes);
-        hashes
+        Cow::Owned(hashes)
     }
 }
 
